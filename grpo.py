@@ -1,0 +1,152 @@
+"""Collaboration-aware GRPO: the math only, pure functions on tensors.
+
+One problem x gives a tree of rollouts (shapes for B problems, G plans each, M codes per plan):
+
+    x --Planner--> p_1..p_G --Coder--> c_i1..c_iM --sandbox--> r_ij in [0, 1]     r: [B, G, M]
+
+Advantages (our reading of CoRe-Code's "collaboration-aware" credit, see ../README.md):
+    Coder   A^C_ij = (r_ij - mean_j r_i.) / (std_j r_i. + eps)    baseline = codes of the SAME plan
+    Planner R^P_i  = mean_j r_ij,  A^P_i = (R^P_i - mean_i R^P) / (std_i R^P + eps)
+Loss per role (DeepSeekMath, Shao et al. 2024, sec. 4.1; token-level sum and clip-higher: DAPO,
+Yu et al. 2025, sec. 3.1/3.3; k3 KL estimator: Schulman 2020, "Approximating KL divergence"):
+    rho_t = exp(logp_t - logp_old_t)
+    KL_t  = exp(logp_ref_t - logp_t) - (logp_ref_t - logp_t) - 1
+    L     = - sum_{seq,t} w_t [ min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A) - beta KL_t ]
+with weights w from `loss_weights` (they sum to 1 over the whole step for 'token' and 'grpo').
+"""
+import torch
+
+EPS = 1e-4  # added to std: DeepSeekMath uses a small constant; ours keeps A finite for tiny std
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[token] without materialising the full log-softmax.
+
+    logits: [N, T, V] (the logits that PREDICT tokens, i.e. already shifted), tokens: [N, T]
+    -> [N, T] float32 log-probs. Equation: log p(v) = z_v - logsumexp(z).
+    """
+    logits = logits.float()
+    picked = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # [N, T]
+    return picked - torch.logsumexp(logits, dim=-1)  # [N, T]
+
+
+def completion_mask(seqs: torch.Tensor, prompt_len: int, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask of completion tokens, built from POSITIONS, never from `seqs != pad_id`.
+
+    seqs: [N, L] = left-padded prompt (width prompt_len) + sampled completion (+ padding after the
+    end). A completion runs from position prompt_len up to and including its first EOS; after
+    that come pads (pad == EOS for many chat models: comparing ids would drop the real EOS).
+    Returns (mask [N, L - prompt_len] float 0/1, truncated [N] bool: no EOS was sampled).
+
+    >>> completion_mask(torch.tensor([[0, 5, 6, 2, 2], [5, 5, 7, 8, 9]]), 2, eos_id=2)[0]
+    tensor([[1., 1., 0.],
+            [1., 1., 1.]])
+    """
+    comp = seqs[:, prompt_len:]  # [N, T]
+    T = comp.shape[1]
+    is_eos = comp == eos_id  # [N, T]
+    truncated = ~is_eos.any(dim=1)  # [N]
+    first_eos = torch.where(truncated, T - 1, is_eos.int().argmax(dim=1))  # [N]
+    pos = torch.arange(T, device=seqs.device)  # [T]
+    mask = (pos[None, :] <= first_eos[:, None]).float()  # [N, T]
+    return mask, truncated
+
+
+def group_advantages(rewards: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Normalise rewards inside each group (the last dim): A = (r - mean) / (std + EPS).
+
+    rewards, valid: [..., K] (valid: bool; invalid samples, e.g. empty completions, are left out
+    of mean and std so they do not shift their siblings' baseline, and get A = 0).
+    std is the population std (divide by the number of valid samples; our choice: a group {1, 0}
+    then gets A = +-0.9998, not +-0.707). A group whose valid rewards are all equal (or that has
+    fewer than 2 valid samples) carries no signal: its advantages are EXACTLY 0.
+    Returns (advantages [..., K], zero_std [...] bool).
+
+    >>> group_advantages(torch.tensor([[1., 0.], [1., 1.]]), torch.ones(2, 2, dtype=torch.bool))[0]
+    tensor([[ 0.9998, -0.9998],
+            [ 0.0000,  0.0000]])
+    """
+    v = valid.float()
+    n = v.sum(-1, keepdim=True)  # [..., 1]
+    mean = (rewards * v).sum(-1, keepdim=True) / n.clamp(min=1)
+    std = (((rewards - mean) ** 2 * v).sum(-1, keepdim=True) / n.clamp(min=1)).sqrt()
+    big, small = torch.finfo(rewards.dtype).max, torch.finfo(rewards.dtype).min
+    spread = rewards.masked_fill(~valid, small).amax(-1) - rewards.masked_fill(~valid, big).amin(-1)
+    zero_std = (spread <= 0) | (n.squeeze(-1) < 2)  # [...]; exact test, not std < tol
+    adv = (rewards - mean) / (std + EPS)
+    adv = torch.where(valid & ~zero_std.unsqueeze(-1), adv, torch.zeros_like(adv))
+    return adv, zero_std
+
+
+def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str = "plan"):
+    """Coder advantages [B, G, M] from rewards [B, G, M].
+
+    baseline 'plan' (default): group = the M codes written for the same plan, so a bad plan
+    does not punish the Coder. 'problem': group = all G*M codes of the problem (plain GRPO).
+    Returns (A [B, G, M], zero_std bool [B, G] or [B]).
+    """
+    if baseline == "plan":
+        return group_advantages(rewards, valid)
+    B, G, M = rewards.shape
+    adv, zero = group_advantages(rewards.reshape(B, G * M), valid.reshape(B, G * M))
+    return adv.reshape(B, G, M), zero
+
+
+def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: torch.Tensor):
+    """Planner advantages [B, G]: a plan is worth the mean reward of its valid codes, R^P_i.
+
+    rewards, valid: [B, G, M]; plan_valid: [B, G] (the plan itself is non-empty).
+    A plan none of whose codes is valid is left out of its group. Returns (A [B, G], zero_std [B]).
+    """
+    v = valid.float()
+    plan_reward = (rewards * v).sum(-1) / v.sum(-1).clamp(min=1)  # [B, G]  R^P_i
+    ok = plan_valid & valid.any(-1)  # [B, G]
+    return group_advantages(plan_reward, ok)
+
+
+def loss_weights(mask: torch.Tensor, loss_type: str = "token", max_len: int | None = None) -> torch.Tensor:
+    """Per-token weights w [N, T] of the loss, computed once over the WHOLE step's batch.
+
+    token  : w = mask / (number of completion tokens)            (DAPO sec. 3.3)
+    grpo   : w = mask / (len_i * N)  (mean over tokens, then over sequences; DeepSeekMath eq. 3)
+    dr_grpo: w = mask / (N * max_len)  (constant normaliser; Dr. GRPO, Liu et al. 2025)
+    Because the normaliser is global, splitting the batch into micro-batches and summing their
+    losses gives exactly the full-batch loss. Masked-out (truncated/excluded) samples have
+    mask = 0 and are not counted in any normaliser.
+    """
+    mask = mask.float()
+    lens = mask.sum(-1, keepdim=True)  # [N, 1]
+    n_seq = (lens > 0).sum().clamp(min=1)
+    if loss_type == "token":
+        return mask / mask.sum().clamp(min=1)
+    if loss_type == "grpo":
+        return mask / lens.clamp(min=1) / n_seq
+    if loss_type == "dr_grpo":
+        return mask / (n_seq * (max_len or mask.shape[1]))
+    raise ValueError(f"unknown loss_type '{loss_type}': use token, grpo or dr_grpo")
+
+
+def grpo_loss(logp, old_logp, ref_logp, adv, weights, clip_low=0.2, clip_high=0.28, beta=0.04):
+    """Clipped token-level GRPO loss with a k3 KL penalty (equations in the module docstring).
+
+    logp: [N, T] log-probs under the policy (with grad); old_logp, ref_logp: [N, T] (no grad);
+    adv: [N] one advantage per sequence; weights: [N, T] from `loss_weights` (0 off-mask).
+    Returns (loss scalar, metrics dict of floats: kl, clip_frac, ratio; token means over the mask).
+    With one inner iteration old_logp == logp.detach(): rho = 1 and the gradient is REINFORCE's.
+    """
+    A = adv[:, None]  # [N, 1]
+    ratio = torch.exp(logp - old_logp)  # [N, T]
+    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    surrogate = torch.minimum(ratio * A, clipped * A)  # [N, T]
+    d = ref_logp - logp
+    kl = torch.exp(d) - d - 1  # [N, T] k3 >= 0, = 0 when policy == reference
+    loss = -((surrogate - beta * kl) * weights).sum()
+    on = weights > 0
+    n = on.sum().clamp(min=1)
+    with torch.no_grad():
+        metrics = {
+            "kl": (kl * on).sum().item() / n.item(),
+            "clip_frac": (((ratio < 1 - clip_low) | (ratio > 1 + clip_high)) & on).sum().item() / n.item(),
+            "ratio": (ratio * on).sum().item() / n.item(),
+        }
+    return loss, metrics

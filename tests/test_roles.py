@@ -1,0 +1,67 @@
+"""Planner/Coder text handling: code extraction, plan post-processing, the program the sandbox runs."""
+import re
+
+import coder
+import data
+import planner
+
+PROB = data.Problem("t/0", 'from typing import List\n\ndef f(xs: List[int]) -> int:\n    """Sum."""\n', "f",
+                    ("assert f([1]) == 1",))
+
+
+def test_extract_last_python_block():
+    text = "First:\n```python\ndef f(): return 1\n```\nBetter:\n```python\ndef f(): return 2\n```\nbye"
+    assert coder.extract_code(text) == "def f(): return 2\n"
+
+
+def test_extract_prefers_python_tag_over_other_tags():
+    text = "```python\nx = 1\n```\n```text\nnot code\n```"
+    assert coder.extract_code(text) == "x = 1\n"
+
+
+def test_extract_any_tag_when_no_python_block():
+    assert coder.extract_code("```js\nlet a;\n```") == "let a;\n"
+
+
+def test_extract_unclosed_fence():
+    assert coder.extract_code("Sure!\n```python\ndef f():\n    return") == "def f():\n    return"
+
+
+def test_extract_without_fence_from_first_def():
+    assert coder.extract_code("Here it is\ndef f():\n    return 3") == "def f():\n    return 3"
+
+
+def test_extract_nothing():
+    assert coder.extract_code("I cannot help with that.") is None
+    assert coder.extract_code("```python\n   \n```") is None
+
+
+def test_program_prepends_python_prompt_but_not_prose():
+    assert coder.program(PROB, "def f(xs):\n    return sum(xs)\n") == PROB.prompt + "\ndef f(xs):\n    return sum(xs)\n"
+    prose = data.Problem("t/1", "Write a function f that sums a list.", "f", ("assert f([1]) == 1",))
+    assert coder.program(prose, "def f(xs): return 1") == "def f(xs): return 1"
+    assert coder.program(PROB, None) is None
+
+
+def test_stop_pattern_needs_a_closed_block():
+    stop = re.compile(coder.STOP, re.S)
+    assert not stop.search("```python\ndef f():")
+    assert stop.search("```python\ndef f():\n    pass\n```")
+
+
+def test_coder_prompts_with_and_without_plan():
+    direct = coder.messages(PROB)[-1]["content"]
+    planned = coder.messages(PROB, "1. Add the numbers.")[-1]["content"]
+    assert "Plan:" not in direct and "Plan:\n1. Add the numbers." in planned
+    assert "`f`" in direct and PROB.prompt.strip() in planned
+
+
+def test_planner_strips_code():
+    text = ("1. Read the list.\n```python\nfor x in xs:\n    s += x\n```\n2. Add each number.\n"
+            "def f(xs):\n    return sum(xs)\n3. Return the total.")
+    assert planner.parse(text) == "1. Read the list.\n2. Add each number.\n3. Return the total."
+
+
+def test_planner_keeps_at_most_max_steps():
+    text = "\n".join(f"{i}. step {i}" for i in range(1, 20))
+    assert planner.parse(text).splitlines() == [f"{i}. step {i}" for i in range(1, planner.MAX_STEPS + 1)]
