@@ -29,7 +29,8 @@ def extract_code(text: str) -> str | None:
 
     1. the last closed fenced block tagged python/py (or untagged);
     2. the last closed fenced block of any tag;
-    3. an unclosed fence (generation stopped inside the block): everything after it;
+    3. a lone fence: the code after it (generation stopped inside the block), or, when only
+       text before it looks like code, that code (the model forgot the opening fence);
     4. no fence: from the first line starting with 'def ', 'import ', 'from ' or 'class ' to the end;
     5. otherwise None (the sandbox records verdict 'no_code').
 
@@ -41,10 +42,12 @@ def extract_code(text: str) -> str | None:
     if py or blocks:
         code = (py or [b for _, b in blocks])[-1]
         return code if code.strip() else None
-    if "```" in text:
-        code = text.rsplit("```", 1)[1]
-        code = code.split("\n", 1)[1] if "\n" in code else ""  # drop the tag line
-        return code if code.strip() else None
+    if "```" in text:  # a lone fence: the block was never closed, or never opened
+        before, after = text.rsplit("```", 1)
+        after = after.split("\n", 1)[1] if "\n" in after else ""  # drop the tag line
+        if not re.search(r"^(def |import |from |class )", after, flags=re.M) and "```" not in before:
+            after = extract_code(before) or ""  # code first, then a closing fence
+        return after if after.strip() else None
     m = re.search(r"^(def |import |from |class )", text, flags=re.M)
     return text[m.start():] if m else None
 

@@ -6,42 +6,45 @@ processes, training dies at step 3,000.
 
 One run (`run_program`); the child half is sandbox_runner.py:
 
-    parent (this file)                           child (`python -I -S`, fresh per program)
-    lease a uid of our own (when root)
-    split the tests: `assert EXPR == LITERAL`
-      sends only EXPR, keeps LITERAL here
-    spawn; job + random token on stdin   ----->  root: private mounts/network/IPC, rlimits, drop uid
-                                                 stdin </dev/null; stdout, stderr -> capped file
-                                                 run the program, then each test in a fresh namespace
-    read `TOKEN message` lines           <-----  one report per test, then the end marker ("done",)
-    compare each EXPR's value with LITERAL
-    kill the process group and every process of the uid; reap; release the uid
+    parent (this file)                          child: `python -I -S`, fresh for every program
+    lease a uid of our own (root)
+    split the tests: of `assert EXPR == LITERAL`
+      send only EXPR, keep LITERAL here
+    spawn; job + random token on stdin  ----->  pid 1 of new pid/network/IPC/mount namespaces:
+                                                private tmpfs mounts, rlimits, drop to the uid
+                                                stdin </dev/null; stdout+stderr -> capped file
+                                                the program, then each test in a fresh namespace
+    read `TOKEN ...` report lines       <-----  one report per test, then the end marker
+    judge each EXPR's value against its LITERAL
+    kill pid 1 (the kernel takes all of its namespace along); reap; release the uid
 
 Truth. A test counts only when its own report, carrying the run's random token, came back: exit
 code 0 proves nothing, and `sys.exit(0)`, `os._exit(0)` or a dead interpreter lose the tests
 they skipped. `assert EXPR == LITERAL` tests (MBPP's kind) are judged HERE: the child sends EXPR's
-value as marshal data, which only builtin types survive (an always-equal object does not), and
-never sees LITERAL. Other statements (HumanEval's `check(f)`) run in the child with the builtins
-and the test modules as they were before the program ran, a fresh namespace per test, and every
-program function's result rebuilt from plain data; a program that rewrites the runner itself
-through frames is caught after the test. What one process cannot stop: a program that steals the
-token from the runner's frames and forges statement-test reports. Value tests are immune to that.
+value as marshal data, which only builtin types survive (not an always-equal object), and never
+sees LITERAL. Other statements (HumanEval's `check(f)`) run in the child, with the builtins and
+the modules they use as they were before the program ran, a fresh namespace per test, and what
+the program's functions return rebuilt from plain data; a program that rewrites the runner
+through the stack is caught after the test. What one process cannot stop: a program that digs
+the token out of the runner's memory and forges statement-test reports. Value tests are immune.
 
-Limits (root, the normal case; each documented where it is set):
-    CPU         RLIMIT_CPU = timeout_s x (tests + 1) + STARTUP_S for the whole run; each test (and
-                the program's own top level) also gets a timeout_s CPU timer, so one endless test
-                costs 1 test, not the run: 9 passing tests and 1 loop give 9/10, "timeout".
-    wall        WALL_FACTOR x the CPU limit per test and per run: a sleeping or blocked program.
+Limits (each documented where it is set):
+    CPU         each test, and the program's own top level, gets timeout_s CPU seconds (a timer
+                that raises in the test): 9 passing tests and 1 endless one give 9/10, "timeout".
+                Code that swallows that meets RLIMIT_CPU = timeout_s x (tests + 1) + STARTUP_S.
+    wall        WALL_FACTOR x the CPU budget, per test and per run: a sleeping or blocked program.
     memory      RLIMIT_AS = a fresh interpreter's own address space (~13 MiB) + memory_mb.
-    output      stdout+stderr and any file the program writes: OUTPUT_MB (RLIMIT_FSIZE).
-    processes   MAX_PROCS per run, threads included (RLIMIT_NPROC counts per uid: hence own uid).
-    files       256 open files; no core dumps.
-Isolation (root): a uid leased for this run only (UID_BASE..), so it can write nothing of ours,
-signal nothing of ours, and every process it leaves is found by uid and killed, `setsid` or not;
-no network (empty network namespace); a private tmpfs as working dir and over /tmp, /var/tmp,
-/dev/shm, gone with the run; an empty environment but for three thread caps; no setuid gains.
-Not root: the same rlimits and process-group kill, but no uid, namespaces or process limit, and a
-grandchild that calls setsid() can survive. Linux only.
+    output      stdout + stderr, and each file written: OUTPUT_MB. What we read back: REPORT_MB.
+    processes   MAX_PROCS, threads included: RLIMIT_NPROC counts per uid, and root ignores it,
+                hence a uid of the run's own.
+Isolation, as root (`unshare` from util-linux must exist): a uid leased to this run alone
+(UID_BASE...), which can write and signal nothing of ours; a pid namespace whose pid 1 is the
+runner, so that when it dies the kernel kills and reaps whatever the program started, setsid()
+or not; no network (an empty network namespace, not even loopback); private tmpfs over /tmp
+(the working dir), /var/tmp and /dev/shm, and over a 0700 home holding the interpreter, which
+stays visible alone; its own /proc; an empty environment but three thread caps; no_new_privs.
+Not root: the same rlimits but no process limit, no namespaces, the process group killed at the
+end -- a grandchild that calls setsid() survives. Linux only.
 """
 import ast
 import contextlib
@@ -51,6 +54,7 @@ import itertools
 import marshal
 import math
 import os
+import pwd
 import reprlib
 import secrets
 import select
@@ -66,16 +70,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error")
-MEMORY_MB = 1024  # address space above a fresh interpreter's: `import numpy` takes ~90 MiB of it
+MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB
+#                   of it, each thread 8 MiB of stack and at most one 64 MiB malloc arena
 OUTPUT_MB = 8  # stdout + stderr, and each file the program writes
 REPORT_MB = 16  # the most we read back from one run (reports, returned values); bounds our memory
 MAX_PROCS = 32  # processes + threads of one run (a fork bomb stops here)
 WALL_FACTOR = 3  # wall seconds allowed per CPU second, for a busy machine
 STARTUP_S = 0.5  # CPU seconds for the interpreter's start and imports (~0.02 s; numpy ~0.15 s)
-UID_BASE, UID_COUNT = 60000, 256  # uids leased to runs when we are root; must be unused here
+UID_BASE, UID_COUNT = 60000, 256  # uids leased to runs when we are root (real accounts skipped)
 LOCK_DIR = "/run/lock/coresandbox"  # one lock file per uid: who holds it runs as that uid
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 HERE = os.path.dirname(os.path.abspath(__file__))
+SITE_DIRS = site.getsitepackages()  # the child runs without `site`: it adds these itself
+# Root: the child runs as pid 1 of new pid, network and IPC namespaces; it adds a mount namespace
+# of its own (sandbox_runner.private_mounts). When pid 1 dies, the kernel kills the namespace.
+UNSHARE = [shutil.which("unshare") or "/usr/bin/unshare", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
+# ...and imports sandbox_runner from here (a -c line: the module's .pyc is cached, a script's is not)
 BOOT = f"import sys; sys.path.insert(0, {HERE!r}); import sandbox_runner; sandbox_runner.main()"
 
 
@@ -86,7 +96,7 @@ class Result:
     total: int  # len(tests)
     cpu_s: float  # CPU seconds of the child (user + sys)
     wall_s: float  # wall seconds of the run
-    peak_rss_mb: float  # peak resident memory of the child, MiB
+    peak_rss_mb: float  # peak resident memory of the runner process (VmHWM) at its last report, MiB
     detail: str = ""  # "ZeroDivisionError: division by zero", "test 3 failed: assert f(2) == 4 (got 5)"
     tests: tuple = ()  # one verdict per test: ("passed", "passed", "failed", "timeout")
 
@@ -102,8 +112,9 @@ def run_program(program: str | None, tests: list[str], *, setup: str = "", timeo
                 memory_mb: int = MEMORY_MB) -> Result:
     """Run `program`, then `setup`, then each test statement, in a fresh sandboxed interpreter.
 
-    timeout_s: CPU seconds for each test and for the program's own top level; memory_mb: see
-    MEMORY_MB. Never raises for anything the program does.
+    timeout_s: CPU seconds for each test, and for the program's own top level; the whole run is
+    capped at timeout_s x (len(tests) + 1) + STARTUP_S. memory_mb: see MEMORY_MB. Never raises
+    for anything the program does.
     >>> run_program("def f(x):\\n    return 2 * x", ["assert f(2) == 4", "assert f(3) == 5"]).tests
     ('passed', 'failed')
     """
@@ -112,39 +123,43 @@ def run_program(program: str | None, tests: list[str], *, setup: str = "", timeo
         return Result("no_code", 0, len(tests), 0.0, 0.0, 0.0, "no program", ("no_code",) * len(tests))
     plans = [_plan(test) for test in tests]
     cpu_limit = math.ceil(timeout_s * (len(tests) + 1) + STARTUP_S)
+    statements = tuple(test for test, (kind, _, _) in zip(tests, plans) if kind == "statement")
     job = dict(program=program, setup=setup, tests=[(kind, src) for kind, src, _ in plans],
-               modules=_modules(setup, tuple(t for t, (kind, _, _) in zip(tests, plans) if kind == "statement")),
+               modules=_modules(setup, statements),
                token=secrets.token_hex(16), timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
                cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
-               max_procs=MAX_PROCS, site_dirs=site.getsitepackages(), uid=None, expose=[])
-    start = time.monotonic()
+               max_procs=MAX_PROCS, site_dirs=SITE_DIRS, uid=None, expose=[])
+    start, data, cut = time.monotonic(), b"", "deadline"
     with _own_uid() as uid, _workdir(uid) as workdir:
         if uid is not None:
             job.update(uid=uid, expose=_hidden_interpreter())
+        command = (UNSHARE if uid is not None else []) + [sys.executable, "-I", "-S", "-c", BOOT]
         try:
-            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", BOOT], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV,
-                                    cwd=workdir, start_new_session=True)
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, env=ENV, cwd=workdir, start_new_session=True)
         except OSError as e:
-            return Result("sandbox_error", 0, len(tests), 0.0, 0.0, 0.0, f"spawn: {e}", ("sandbox_error",) * len(tests))
+            return Result("sandbox_error", 0, len(tests), 0.0, 0.0, 0.0, f"spawn: {e}",
+                          ("sandbox_error",) * len(tests))
         try:
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(marshal.dumps(job))
                 proc.stdin.close()
             data, cut = _read_until_exit(proc, start + WALL_FACTOR * cpu_limit)
         finally:
-            _kill_run(proc.pid, uid)  # before reaping: the pid cannot be reused until then
+            _kill_run(proc, uid, exited=cut is None)  # before reaping: its pid stays ours till then
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             proc.stdout.close()
     cpu_s = usage.ru_utime + usage.ru_stime
+    messages = _messages(data, job["token"])
     ended = _end_reason(status, cut, cpu_s, cpu_limit, WALL_FACTOR * cpu_limit)
-    verdict, per_test, detail = _judge(tests, plans, _messages(data, job["token"]), ended, data)
+    verdict, per_test, detail = _judge(tests, plans, [m for _, m in messages], ended, data)
+    peak_mb = max((peak for peak, _ in messages), default=0) / 1024
     return Result(verdict, per_test.count("passed"), len(tests), round(cpu_s, 4),
-                  round(time.monotonic() - start, 4), round(usage.ru_maxrss / 1024, 1), detail, per_test)
+                  round(time.monotonic() - start, 4), round(peak_mb, 1), detail, per_test)
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=16384)
 def _plan(test):
     """("value", EXPR, LITERAL's value) for `assert EXPR == LITERAL`; else ("statement", test, None).
 
@@ -154,14 +169,15 @@ def _plan(test):
     'statement'
     """
     with contextlib.suppress(Exception):
-        node = ast.parse(test).body
-        if len(node) == 1 and isinstance(node[0], ast.Assert) and isinstance(node[0].test, ast.Compare):
-            compare = node[0].test
+        body = ast.parse(test).body
+        if len(body) == 1 and isinstance(body[0], ast.Assert) and isinstance(body[0].test, ast.Compare):
+            compare = body[0].test
             if len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq):
-                for expr, literal in ((compare.left, compare.comparators[0]), (compare.comparators[0], compare.left)):
+                left, right = compare.left, compare.comparators[0]
+                for expr, literal in ((left, right), (right, left)):
                     with contextlib.suppress(Exception):
                         expected = ast.literal_eval(literal)
-                        return "value", ast.get_source_segment(test, expr) or ast.unparse(expr), expected
+                        return "value", ast.unparse(expr), expected  # (get_source_segment: quadratic)
     return "statement", test, None
 
 
@@ -186,7 +202,7 @@ def _modules(setup, statement_tests):
 def _hidden_interpreter():
     """[(private dir, [dirs to show in it])] for our interpreter's files that lie below a
     directory other users may not enter (pyenv in /root, 0700): the child shows just those."""
-    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, HERE, *site.getsitepackages())}
+    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, HERE, *SITE_DIRS)}
     hidden = {}
     for path in needed:
         parts = path.split("/")
@@ -200,6 +216,7 @@ def _hidden_interpreter():
 
 
 _next_uid = itertools.count()
+_accounts = functools.cache(lambda: {user.pw_uid for user in pwd.getpwall()})
 
 
 @contextlib.contextmanager
@@ -213,6 +230,8 @@ def _own_uid():
     first = next(_next_uid)
     for k in range(UID_COUNT):
         uid = UID_BASE + (first + k) % UID_COUNT
+        if uid in _accounts():  # a real user's: its files and processes are not ours to give away
+            continue
         fd = os.open(f"{LOCK_DIR}/{uid}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -263,52 +282,50 @@ def _read_until_exit(proc, deadline):
                 data += chunk
                 if len(data) > REPORT_MB << 20:
                     return bytes(data), "limit"
-            if pidfd in ready:
-                if fd in watch:  # the last words, if any, are in the pipe already
-                    with contextlib.suppress(BlockingIOError):
-                        data += os.read(fd, (REPORT_MB << 20) + 1 - len(data))
+            if pidfd in ready:  # exited: its last words, if any, are in the pipe already
+                with contextlib.suppress(BlockingIOError):
+                    while fd in watch and len(data) <= REPORT_MB << 20 and (chunk := os.read(fd, 1 << 16)):
+                        data += chunk
                 return bytes(data), None
     finally:
         os.close(pidfd)
 
 
-def _kill_run(pid, uid):
-    """SIGKILL the child's process group and, when it ran under a uid of its own, every process of
-    that uid -- detached grandchildren too -- until none is left. Zombies are harmless: skipped."""
+def _kill_run(proc, uid, exited):
+    """Kill what is left of the run; return once nothing is. Root: the child is `unshare`, whose
+    own child is pid 1 of the run's pid namespace. When pid 1 dies the kernel kills every process
+    in the namespace, setsid() or not, and reaps them; `unshare` then reaps pid 1 and exits."""
+    if uid is not None and not exited:
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                for pid in f.read().split():
+                    os.kill(int(pid), signal.SIGKILL)
+            _wait_exit(proc.pid, 2.0)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    for _ in range(1000) if uid is not None else ():
-        alive = _processes_of(uid)
-        if not alive:
-            return
-        for p in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
-        time.sleep(0.001)
+        os.killpg(proc.pid, signal.SIGKILL)  # not root: all we can do; root: a backstop
 
 
-def _processes_of(uid):
-    """Pids of the live (non-zombie) processes owned by `uid`; ~0.3 ms for 150 processes."""
-    pids = []
-    for entry in os.scandir("/proc"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            if entry.name.isdigit() and entry.stat().st_uid == uid:
-                with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-                if state not in (b"Z", b"X"):
-                    pids.append(int(entry.name))
-    return pids
+def _wait_exit(pid, timeout):
+    """Wait until process `pid` has exited (without reaping it), at most `timeout` seconds."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
 
 
 def _messages(data, token):
-    """The child's reports, in order; lines without this run's token are not ours."""
-    prefix = token.encode() + b" "
+    """[(peak KiB, message)] from the child's report lines; lines without this run's token are
+    not ours (the runner's own traceback, if it crashed, is such a line)."""
+    prefix, messages = token.encode() + b" ", []
     for line in data.split(b"\n"):
         if line.startswith(prefix):
             with contextlib.suppress(Exception):
-                message = marshal.loads(bytes.fromhex(line[len(prefix):].decode()))
+                peak, payload = line[len(prefix):].split(b" ")
+                message = marshal.loads(bytes.fromhex(payload.decode()))
                 if isinstance(message, tuple) and message:
-                    yield message
+                    messages.append((int(peak), message))
+    return messages
 
 
 def _end_reason(status, cut, cpu_s, cpu_limit, wall_limit):
@@ -317,10 +334,10 @@ def _end_reason(status, cut, cpu_s, cpu_limit, wall_limit):
         return "timeout", f"over the wall-clock limit ({wall_limit} s)"
     if cut == "limit":
         return "output_limit", f"more than {REPORT_MB} MiB of reports"
+    if cpu_s >= cpu_limit - 0.05:  # SIGKILLed by RLIMIT_CPU (`unshare` passes it on as status 1)
+        return "timeout", f"over the CPU limit ({cpu_limit} s)"
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= cpu_limit):
-            return "timeout", f"over the CPU limit ({cpu_limit} s)"
         if sig == signal.SIGXFSZ:
             return "output_limit", f"output over {OUTPUT_MB} MiB"
         return "error", f"killed by {signal.Signals(sig).name}"
@@ -328,42 +345,41 @@ def _end_reason(status, cut, cpu_s, cpu_limit, wall_limit):
 
 
 def _judge(tests, plans, messages, ended, data):
-    """(verdict, per-test verdicts, detail) from the child's reports. The run's verdict is that of
-    its first test that did not pass; "passed" needs every test and the end marker."""
-    verdicts, details = [None] * len(tests), [""] * len(tests)
-    started = done = False
-    load = None
-    for message in messages:
-        kind, args = message[0], message[1:]
-        if kind == "sandbox_error":
-            return "sandbox_error", ("sandbox_error",) * len(tests), f"sandbox: {args[0]}"
-        started |= kind == "started"
-        done |= kind == "done"
-        if kind == "load_failed" and load is None and len(args) == 2 and args[0] in VERDICTS:
-            load = args
-        elif kind in ("test", "value") and len(args) >= 2 and args[0] in range(len(tests)) \
-                and verdicts[args[0]] is None:
-            i, (plan_kind, src, expected) = args[0], plans[args[0]]
-            if kind == "value" and plan_kind == "value":  # the one place a value test can pass
+    """(verdict, per-test verdicts, detail) from the child's reports and how it ended. A test
+    without a report gets the verdict of the child's end; the run's verdict is that of its first
+    test that did not pass; "passed" needs every test and the end marker."""
+    n, verdicts, details, phases = len(tests), [None] * len(tests), [""] * len(tests), set()
+    for kind, *args in messages:
+        with contextlib.suppress(IndexError, TypeError, ValueError):  # malformed: ignored
+            if kind == "sandbox_error":
+                return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {args[0]}"
+            if kind == "load_failed" and args[0] in VERDICTS:
+                return args[0], (args[0],) * n, str(args[1])
+            phases.add(kind)
+            i = args[0] if kind in ("test", "value") else None
+            if i is None or verdicts[i] is not None:
+                continue
+            plan_kind, _, expected = plans[i]
+            if kind == "value" and plan_kind == "value":  # the only way a value test passes
                 verdicts[i] = "passed" if args[1] == expected else "failed"
                 details[i] = f"test {i + 1} failed: {tests[i]} (got {reprlib.repr(args[1])})"
-            elif kind == "test" and len(args) == 3 and args[1] in VERDICTS \
-                    and (args[1] != "passed" or plan_kind == "statement"):
-                verdicts[i] = args[1]
-                details[i] = (f"test {i + 1} failed: {tests[i]}" + (f" ({args[2]})" if args[2] else "")
-                              if args[1] == "failed" else f"test {i + 1}: {args[2] or args[1]}")
-    if not started:
+            elif kind == "test" and args[1] in VERDICTS and (args[1] != "passed" or plan_kind == "statement"):
+                verdicts[i], message = args[1], str(args[2])
+                details[i] = (f"test {i + 1} failed: {tests[i]}" + (f" ({message})" if message else "")
+                              if args[1] == "failed" else f"test {i + 1}: {message or args[1]}")
+    if "started" not in phases:  # the runner's own traceback, if any, is the last line of `data`
         tail = data.decode(errors="replace").strip().splitlines()[-1:] or [ended[1]]
-        return "sandbox_error", ("sandbox_error",) * len(tests), f"sandbox: {tail[0][:300]}"
-    if load:
-        return load[0], (load[0],) * len(tests), load[1]
-    for i, verdict in enumerate(verdicts):
-        if verdict is None:
-            verdicts[i], details[i] = ended[0], f"test {i + 1}: {ended[1]}" if not done else f"test {i + 1}: no report"
-    if all(v == "passed" for v in verdicts) and done:
+        return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {tail[0][:300]}"
+    if "loaded" not in phases:
+        return ended[0], (ended[0],) * n, f"while loading the program: {ended[1]}"
+    for i in range(n):
+        if verdicts[i] is None:
+            verdicts[i] = ended[0]
+            details[i] = f"test {i + 1}: {'no report' if 'done' in phases else ended[1]}"
+    if "done" in phases and all(v == "passed" for v in verdicts):
         return "passed", tuple(verdicts), ""
     first = next((i for i, v in enumerate(verdicts) if v != "passed"), None)
-    if first is None:
+    if first is None:  # every test passed, then the end marker never came
         return ended[0], tuple(verdicts), f"after the last test: {ended[1]}"
     return verdicts[first], tuple(verdicts), details[first][:500]
 

@@ -1,81 +1,87 @@
 """The child half of the sandbox: runs ONE candidate program and its tests, reports each result.
 
-sandbox.py starts this as `python -I -S` (isolated mode: no PYTHON* variables, no user site, no
-current directory on sys.path; no `site`, which saves ~5 ms per run) and writes one marshalled job
-on its stdin. Then, in order:
+sandbox.py starts this as `python -I -S` (isolated: no PYTHON* variables, no user site, no current
+directory on sys.path; no `site`: ~5 ms less per run, site-packages are added back by hand), as
+root under `unshare` (pid 1 of new pid, network and IPC namespaces), and writes one marshalled
+job on its stdin. Then, in order:
 
-  1. as root: private mount, network and IPC namespaces, rlimits, drop to the run's own uid --
-     all before a single byte of the candidate runs (not root: only the rlimits);
+  1. root: a mount namespace of our own with private tmpfs mounts, the rlimits, the run's own
+     uid -- all before a byte of the program runs (not root: the rlimits only);
   2. stdin becomes /dev/null; stdout and stderr go to an unlinked file capped by RLIMIT_FSIZE;
   3. the program runs once; then every test runs in a fresh namespace under its own timers;
-  4. each step is reported on the original stdout pipe as a line `TOKEN hex(marshal(message))`:
+  4. each step is reported on the original stdout pipe as `TOKEN PEAK_KIB hex(marshal(message))`:
          ("started",)  ("loaded",)  ("load_failed", verdict, detail)  ("sandbox_error", detail)
          ("test", i, verdict, detail)   a statement test, judged here
-         ("value", i, value)            an `assert EXPR == LITERAL` test: EXPR's value, judged by
-                                        the parent; this process never sees LITERAL
+         ("value", i, value)            `assert EXPR == LITERAL`: EXPR's value, judged by the
+                                        parent; this process never sees LITERAL
          ("done",)                      the end marker: every test has reported
-TOKEN is random per run, so printing a fake report does not work; and a test only counts once
-its own report arrived, so `sys.exit(0)` or `os._exit(0)` cannot skip the rest.
-Only the stdlib, and only cheap modules: this import cost is paid on every run.
+TOKEN is random per run, so printed fake reports are ignored, and a test counts only once its own
+report arrived, so `sys.exit(0)` or `os._exit(0)` cannot skip the rest.
+Only cheap stdlib modules here: their import time is paid on every run.
 """
 import builtins
 import marshal
 import os
 import resource
 import sys
-# The program may patch builtins and modules (`builtins.exec = ...`, `marshal.dumps = ...`). What
-# this file calls once the program has started is bound to names of its own here; module globals
-# are searched before builtins, so those patches cannot reach us. Rebinding these names through
-# the stack (sys._getframe().f_globals) is caught by the check after every test, in main().
+# The program may patch builtins and modules (`builtins.exec = ...`, `marshal.dumps = ...`). All
+# that this file calls once the program has started is bound to names of its own here: module
+# globals are searched before builtins, so such patches cannot reach us. Rebinding our names
+# through the stack (sys._getframe().f_globals) is caught by `tampered()` after every step.
 from builtins import compile, dict, eval, exec, getattr, hasattr, issubclass, map, type, vars
+from builtins import AssertionError, BaseException, MemoryError, OSError, TypeError
 from marshal import dumps
-from os import _exit, write
+from os import _exit, close, getpid, read, write
+from os import open as os_open
 from sys import setprofile, settrace
 
-from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGKILL, SIGPROF, setitimer
+from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGPROF, setitimer
 from _signal import signal as set_handler  # _signal: the C half of `signal`, minus its 5 ms `enum` import
 
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 4096, 8192, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
-EFBIG = 27  # errno: file too large
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 8192, 16384, 1 << 18
+PR_SET_NO_NEW_PRIVS, EFBIG = 38, 27
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: each gets a fresh private tmpfs
-TMPFS_OPTIONS = b"size=64m,mode=1777"
-PYTHON_CLASS = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the class was written in Python, not C
+PYTHON_CLASS = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the class was written in Python, not in C
 FunctionType = type(lambda: None)
+TAMPERED = "the program modified the sandbox runner"
 
 
 class Timeout(BaseException):
     """Raised inside a test when its CPU or wall-clock budget is spent. A BaseException, so that
-    `except Exception` in the program does not swallow it (a bare `except:` does: see RLIMIT_CPU)."""
+    `except Exception` does not swallow it; a bare `except:` does, and meets RLIMIT_CPU instead."""
 
 
 def main():
     del sys.modules[__name__]  # out of the program's easy reach
     sys.path.pop(0)  # our own directory, put there by sandbox.py to import this file
     job = marshal.loads(read_all(0))
-    report_fd, token = os.dup(1), job["token"].encode()
+    report_fd, token, runner_pid = os.dup(1), job["token"].encode(), os.getpid()
 
     def report(*message):
-        line = token + b" " + dumps(message).hex().encode() + b"\n"
+        if getpid() != runner_pid:  # a fork of the program's, running on through our loop
+            return
+        line = b"%s %d %s\n" % (token, peak_kib(), dumps(message).hex().encode())
         while line:
             line = line[write(report_fd, line):]
 
+    # 1-2. The sandbox, before any of the program runs.
     try:
         if job["uid"] is not None:
-            enter_namespaces(job["expose"])
+            private_mounts(job["expose"])
         set_limits(job)
         if job["uid"] is not None:
             os.setgroups([])
             os.setresgid(job["uid"], job["uid"], job["uid"])
             os.setresuid(job["uid"], job["uid"], job["uid"])
-            os.kill(-1, SIGKILL)  # leftovers of an earlier run under this uid, if any
         redirect_stdio()
         sys.path.extend(job["site_dirs"])  # -S left site-packages out: put them back (numpy)
     except BaseException as e:
         report("sandbox_error", describe(e))
         _exit(1)
     report("started")
+
+    # 3. Compile the setup and tests, and take note of what the program must not change.
     try:
         setup = compile(job["setup"], "<setup>", "exec", dont_inherit=True)
     except BaseException as e:
@@ -86,10 +92,12 @@ def main():
     clean_builtins = tuple(vars(builtins).items())
     program = {"__name__": "solution", "__builtins__": builtins}  # not __main__: demo code stays off
     budget = (job["timeout_s"], job["wall_s"])
-    runner = globals()  # checked after every step: our names, and our functions' code
+    runner = globals()
 
-    def tampered():
-        for name, value in own:
+    def tampered():  # no builtins used here: the program may have replaced them
+        if runner.keys() != own_keys:  # a new name would shadow a builtin we use
+            return True
+        for name, value in own_names:
             if runner.get(name) is not value:
                 return True
         for f, code in own_code:
@@ -97,9 +105,11 @@ def main():
                 return True
         return False
 
-    own = tuple(runner.items())
-    own_code = tuple((f, f.__code__) for _, f in own + (("", report), ("", tampered)) if type(f) is FunctionType)
+    own_names, own_keys = tuple(runner.items()), frozenset(runner)
+    own_code = tuple((f, f.__code__) for _, f in own_names + ((0, report), (0, tampered))
+                     if type(f) is FunctionType)
 
+    # The program, once; then each test, each reported as soon as it ends.
     verdict, detail = guarded(lambda: exec(compile(job["program"], "<program>", "exec",
                                                    dont_inherit=True), program), *budget)
     if verdict == "passed" and tampered():
@@ -120,15 +130,15 @@ def main():
                     del namespace[key]
                 namespace.update(contents)
             ns = dict(program, __builtins__=dict(clean_builtins))  # builtins as they were
-            if kind == "statement":  # its results meet the test's own `==`: make them honest
-                ns.update((name, honest(f)) for name, f in program.items() if type(f) is FunctionType)
-            exec(setup, ns)  # fresh per test: a helper replaced during one test is gone in the next
+            if kind == "statement":  # the program's results meet the test's own `==`: launder them
+                ns.update((name, honest(f)) for name, f in program.items()
+                          if type(f) is FunctionType or type(f).__name__ == "_lru_cache_wrapper")
+            exec(setup, ns)  # afresh per test: a helper replaced during one test is gone in the next
             if kind == "value":
                 return plain(eval(code, ns))
             exec(code, ns)
-            return None
 
-        verdict, result = guarded(run_test, *budget) if kind != "broken" else ("error", code)
+        verdict, result = ("error", code) if kind == "broken" else guarded(run_test, *budget)
         if tampered():
             report("test", i, "error", TAMPERED)
             _exit(0)
@@ -137,28 +147,19 @@ def main():
         else:
             report("test", i, verdict, result or "")
     report("done")
-    _exit(0)  # now: threads the program left running must not delay or alter anything
+    _exit(0)  # at once: threads the program left running must not delay or change anything
 
 
-TAMPERED = "the program modified the sandbox runner"
-
-
-def compile_test(i, kind, src):
-    """(kind, code object); ("broken", "SyntaxError: ...") for a test that does not compile."""
-    try:
-        return kind, compile(src, f"<test {i + 1}>", "eval" if kind == "value" else "exec", dont_inherit=True)
-    except BaseException as e:
-        return "broken", describe(e)
-
-
-def enter_namespaces(expose):
-    """Root only. Private mount, network and IPC namespaces: the kernel drops them, with every
-    tmpfs below, when the run's last process exits. Mounts made here are invisible to the host."""
-    libc("unshare", CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)  # NEWNET: no network at all
+def private_mounts(expose):
+    """Root only. Mounts in a mount namespace of our own, made right here and made private first:
+    whatever started us, nothing we mount can reach the host; the kernel drops it all at the end."""
+    libc("unshare", CLONE_NEWNS)
     libc("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
+    if os.getpid() == 1:  # pid 1 of the run's pid namespace: a /proc that shows only the run
+        libc("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     for path in TMP_DIRS:  # the working dir, and nothing written there outlives the run
         if os.path.isdir(path):
-            libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, TMPFS_OPTIONS)
+            libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64m,mode=1777")
     # A directory others may not enter (e.g. /root, 0700) that holds the interpreter: cover it
     # with an empty tmpfs that shows only the interpreter's own tree, bind-mounted back in place.
     for private, keeps in expose:
@@ -184,46 +185,63 @@ def libc(name, *args):
 
 
 def set_limits(job):
-    """The rlimits of the run; they hold for every process it starts. See sandbox.py for the numbers."""
-    cpu = job["cpu_limit_s"]
+    """The rlimits of the run; every process it starts inherits them. Numbers: see sandbox.py."""
+    cpu, output = job["cpu_limit_s"], job["output_bytes"]
     address_space = own_address_space() + job["memory_mb"] * 2**20
     limits = {
-        resource.RLIMIT_CPU: (cpu, cpu + 1),  # SIGXCPU at `cpu` s; SIGKILL one second later
+        resource.RLIMIT_CPU: (cpu, cpu),  # SIGKILL at `cpu` s (as pid 1 we would ignore SIGXCPU)
         resource.RLIMIT_AS: (address_space, address_space),  # MemoryError, not a swapping host
-        resource.RLIMIT_FSIZE: (job["output_bytes"], job["output_bytes"]),  # SIGXFSZ past the cap
+        resource.RLIMIT_FSIZE: (output, output),  # writes past it fail (EFBIG)
         resource.RLIMIT_NOFILE: (256, 256),
         resource.RLIMIT_CORE: (0, 0),
     }
-    if job["uid"] is not None:  # counted per uid, so only meaningful for a uid of our own
+    if job["uid"] is not None:  # counted per uid: meaningful only for a uid of our own
         limits[resource.RLIMIT_NPROC] = (job["max_procs"], job["max_procs"])
     for kind, value in limits.items():
         resource.setrlimit(kind, value)
 
 
 def own_address_space():
-    """Bytes of address space this interpreter uses now (VmSize): the base of RLIMIT_AS."""
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    """Bytes of address space this fresh interpreter uses (VmSize, ~13 MiB): RLIMIT_AS's base."""
+    return status_kib(b"VmSize:") * 1024
+
+
+def peak_kib():
+    """The most resident memory this process has had, KiB (VmHWM). Not wait4's ru_maxrss: Linux
+    charges a vfork()ed child with its parent's peak -- the whole training process."""
+    return status_kib(b"VmHWM:")
+
+
+def status_kib(field):
+    fd = os_open("/proc/self/status", os.O_RDONLY)
+    text = read(fd, 1 << 16)
+    close(fd)
+    start = text.find(field)
+    return int(text[start + len(field):text.find(b"kB", start)]) if start >= 0 else 0
 
 
 def redirect_stdio():
     """stdin: /dev/null (reads get EOF). stdout, stderr: one unlinked file in the working dir,
     capped by RLIMIT_FSIZE; nobody reads it, it only has to stay bounded."""
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
     out = os.open("output", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.unlink("output")
-    os.dup2(out, 1)
-    os.dup2(out, 2)
+    for fd, target in ((null, 0), (out, 1), (out, 2)):
+        os.dup2(fd, target)
     os.close(null)
     os.close(out)
 
 
+def compile_test(i, kind, src):
+    """(kind, code object); ("broken", "SyntaxError: ...") for a test that does not compile."""
+    try:
+        return kind, compile(src, f"<test {i + 1}>", "eval" if kind == "value" else "exec", dont_inherit=True)
+    except BaseException as e:
+        return "broken", describe(e)
+
+
 def import_clean(names):
-    """Import the modules the setup and tests use, and remember their contents."""
+    """Import the modules the setup and tests use; remember their contents, to restore them."""
     modules = []
     for name in names:
         try:
@@ -231,12 +249,12 @@ def import_clean(names):
         except BaseException:  # a missing module: the test itself will say so
             continue
         contents = tuple(vars(sys.modules[name]).items())
-        modules.append((name, sys.modules[name], contents, frozenset(k for k, _ in contents)))
+        modules.append((name, sys.modules[name], contents, frozenset(key for key, _ in contents)))
     return tuple(modules)
 
 
 def guarded(fn, cpu_s, wall_s):
-    """(verdict, fn()) with fn run under a CPU timer (cpu_s, all threads) and a wall timer
+    """(verdict, fn()) with fn under a CPU timer (cpu_s, all threads) and a wall-clock timer
     (wall_s); an exception becomes (verdict, "Type: message")."""
     try:
         arm(cpu_s, wall_s)
@@ -246,11 +264,11 @@ def guarded(fn, cpu_s, wall_s):
             return "failed", describe(e) if e.args else ""
         except MemoryError:
             return "memory", "MemoryError"
-        except OSError as e:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails with EFBIG
-            return ("output_limit", "output over the limit") if e.errno == EFBIG else ("error", describe(e))
         except Timeout:
             return "timeout", ""
-        except BaseException as e:  # SystemExit, KeyboardInterrupt included: not a success
+        except OSError as e:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails, EFBIG
+            return ("output_limit", "output over the limit") if e.errno == EFBIG else ("error", describe(e))
+        except BaseException as e:  # SystemExit and KeyboardInterrupt too: not a success
             return "error", describe(e)
         finally:
             disarm()
@@ -266,7 +284,7 @@ def on_timer(signum, frame):
 
 
 def arm(cpu_s, wall_s):
-    set_handler(SIGPROF, on_timer)  # again each time: the program may have replaced them
+    set_handler(SIGPROF, on_timer)  # each time: the program may have replaced them
     set_handler(SIGALRM, on_timer)
     setitimer(ITIMER_PROF, cpu_s)
     setitimer(ITIMER_REAL, wall_s)
@@ -278,19 +296,19 @@ def disarm():
 
 
 def describe(e):
-    """'ZeroDivisionError: division by zero' (at most 300 characters)."""
+    """'ZeroDivisionError: division by zero', at most 300 characters."""
     return f"{type(e).__name__}: {e}"[:300]
 
 
 EXACT = frozenset({type(None), bool, int, float, complex, str, bytes})
 TO_BASE = ((int, int.__int__), (float, float.__float__), (complex, complex.__complex__),
-           (str, str.__str__), (bytes, bytes.__bytes__))  # C methods: a subclass cannot override them
+           (str, str.__str__), (bytes, bytes.__bytes__))  # C methods: no subclass overrides them
 
 
 def plain(value):
     """`value` rebuilt from builtin types only -- the ones marshal carries -- so that no method of
-    the program's own can take part in comparing it. Subclasses become their base type, numpy
-    scalars Python numbers; anything else raises TypeError.
+    the program's own takes part in comparing it. Subclasses become their base type (Counter ->
+    dict), numpy scalars Python numbers; anything else raises TypeError.
 
     >>> class AlwaysEqual(int):
     ...     def __eq__(self, other): return True
@@ -314,20 +332,19 @@ def plain(value):
 
 
 def honest(fn):
-    """`fn` for statement tests (e.g. HumanEval's check(candidate)): each result goes through
-    plain(). A result that is not plain data passes unchanged if its class is written in C (a
-    numpy array); an instance of a Python class is refused -- that is the always-equal trick.
-    An iterator is passed on lazily, each item checked the same way."""
+    """`fn` (a function of the program's) for statement tests such as HumanEval's
+    check(candidate): its results go through plain(), so the test compares plain data (a Counter
+    arrives as a dict, a namedtuple as a tuple). A result that is not plain data passes unchanged
+    if its class is written in C (a numpy array), is refused if the class is written in Python
+    (the always-equal trick); an iterator is passed on lazily, each item checked the same way."""
     def check(value):
         try:
             return plain(value)
         except TypeError:
             cls = type(value)
             if cls.__flags__ & PYTHON_CLASS:
-                raise TypeError(f"{fn.__name__} returned a {cls.__name__} (a Python class), not plain data")
-            if hasattr(cls, "__next__"):
-                return map(check, value)
-            return value
+                raise TypeError(f"{fn.__name__} returned a {cls.__name__}, not plain data") from None
+            return map(check, value) if hasattr(cls, "__next__") else value
 
     def call(*args, **kwargs):
         return check(fn(*args, **kwargs))

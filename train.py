@@ -41,15 +41,15 @@ def get_args(argv=None):
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--train-data", default="train", help="train | val | <file.jsonl> | mbpp:<file>")
-    a("--steps", type=int, default=20)
+    a("--steps", type=int, default=12)
     a("--problems-per-step", type=int, default=2)
     a("--num-plans", type=int, default=4, help="G: plans per problem")
     a("--codes-per-plan", type=int, default=2, help="M: programs per plan")
-    a("--max-plan-tokens", type=int, default=80)
-    a("--max-code-tokens", type=int, default=160)
-    a("--temperature", type=float, default=1.0)
-    a("--top-p", type=float, default=1.0)
-    a("--lr", type=float, default=1e-4)
+    a("--max-plan-tokens", type=int, default=48)
+    a("--max-code-tokens", type=int, default=128)
+    a("--temperature", type=float, default=0.7)
+    a("--top-p", type=float, default=0.95)
+    a("--lr", type=float, default=2e-4)
     a("--beta", type=float, default=0.04, help="KL weight")
     a("--clip-low", type=float, default=0.2)
     a("--clip-high", type=float, default=0.28, help="DAPO clip-higher")
@@ -67,7 +67,7 @@ def get_args(argv=None):
     a("--lora-alpha", type=int, default=32)
     a("--micro-batch", type=int, default=8, help="rows per forward/backward")
     a("--max-grad-norm", type=float, default=1.0)
-    a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per program")
+    a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
     a("--seed", type=int, default=0)
     a("--out", default=None, help="run folder (default runs/<date-time>)")
@@ -136,8 +136,11 @@ def all_logprobs(policy, r: rollout.Rollout, micro_batch: int) -> torch.Tensor:
                           for i in range(0, r.seqs.shape[0], micro_batch)])
 
 
-def grpo_step(policy, tok, problems, args, optimizer) -> dict:
-    """One GRPO step on a batch of problems; returns the step's metrics (plain floats)."""
+def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
+    """One GRPO step on a batch of problems.
+
+    Returns (metrics: plain floats, no tensors; samples: the first plan and code of each problem).
+    """
     B, G, M = len(problems), args.num_plans, args.codes_per_plan
     t0 = time.perf_counter()
     policy.set_adapter("planner")
@@ -192,6 +195,8 @@ def grpo_step(policy, tok, problems, args, optimizer) -> dict:
     t3 = time.perf_counter()
 
     verdicts = [x.verdict for x in results]
+    samples = [{"task_id": problems[b].task_id, "plan": plans[b * G], "completion": codes_r.texts[b * G * M],
+                "verdict": results[b * G * M].verdict, "detail": results[b * G * M].detail} for b in range(B)]
     return {
         "reward": rewards.mean().item(),
         "pass_all": sum(v == "passed" for v in verdicts) / len(verdicts),
@@ -204,7 +209,7 @@ def grpo_step(policy, tok, problems, args, optimizer) -> dict:
         "truncated_codes": codes_r.truncated.float().mean().item(),
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
         "time_sample_s": t1 - t0, "time_sandbox_s": t2 - t1, "time_update_s": t3 - t2,
-    }
+    }, samples
 
 
 def sft(policy, tok, problems, role, args, optimizer):
@@ -266,17 +271,22 @@ def main(argv=None):
         sft(policy, tok, problems, role, args, optimizer)
 
     metrics_file = open(run_dir / "metrics.jsonl", "a")
+    samples_file = open(run_dir / "samples.jsonl", "a")
     bar = tqdm(range(1, args.steps + 1), desc="grpo", dynamic_ncols=True)
     for step in bar:
         batch = random.sample(problems, min(args.problems_per_step, len(problems)))
         t = time.perf_counter()
-        m = {"step": step, **grpo_step(policy, tok, batch, args, optimizer), "time_s": time.perf_counter() - t}
+        m, samples = grpo_step(policy, tok, batch, args, optimizer)
+        m = {"step": step, **m, "time_s": time.perf_counter() - t}
         metrics_file.write(json.dumps(m) + "\n")
         metrics_file.flush()
+        samples_file.write("".join(json.dumps({"step": step, **s}) + "\n" for s in samples))
+        samples_file.flush()
         bar.set_postfix(reward=f"{m['reward']:.3f}", passed=f"{m['pass_all']:.2f}")
         if step % args.save_every == 0 or step == args.steps:
             save_adapters(policy, run_dir)
     metrics_file.close()
+    samples_file.close()
     print(f"done: adapters in {run_dir / 'adapters'}, metrics in {run_dir / 'metrics.jsonl'}")
     return run_dir
 

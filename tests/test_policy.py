@@ -74,7 +74,7 @@ def test_one_grpo_step_updates_both_adapters(tiny_policy, tokenizer, monkeypatch
     lora = [p for n, p in tiny_policy.named_parameters() if "lora_" in n]
     before = {n: p.detach().clone() for n, p in tiny_policy.named_parameters() if "lora_" in n}
     opt = torch.optim.AdamW(lora, lr=args.lr)
-    m = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
+    m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
     # per problem: plan 1 codes [1, 0] -> R^P 0.5, plan 2 codes [0.5, 0.5] -> R^P 0.5
     assert m["reward"] == pytest.approx(0.5) and m["pass_all"] == 0.25
     assert m["frac_zero_std_coder"] == 0.5 and m["frac_zero_std_planner"] == 1.0
@@ -82,7 +82,7 @@ def test_one_grpo_step_updates_both_adapters(tiny_policy, tokenizer, monkeypatch
     changed = {n.split(".")[-2] for n, p in tiny_policy.named_parameters() if "lora_" in n and not torch.equal(p, before[n])}
     assert changed == {"coder"}  # the planner had no signal: all its advantages were 0
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 1.0, 0.0, 0.0]))
-    m = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
+    m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
     assert m["frac_zero_std_coder"] == 1.0 and m["frac_zero_std_planner"] == 0.0
     changed = {n.split(".")[-2] for n, p in tiny_policy.named_parameters() if "lora_" in n and not torch.equal(p, before[n])}
     assert changed == {"coder", "planner"}
@@ -96,7 +96,7 @@ def test_non_finite_loss_never_reaches_the_optimizer(tiny_policy, tokenizer, mon
     monkeypatch.setattr(rollout, "logprobs", lambda *a, **k: real(*a, **k) * float("nan"))
     before = {n: p.detach().clone() for n, p in tiny_policy.named_parameters() if "lora_" in n}
     opt = torch.optim.AdamW([p for n, p in tiny_policy.named_parameters() if "lora_" in n], lr=1e-2)
-    m = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
+    m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
     assert m["skipped_updates"] == 1
     assert all(torch.equal(p, before[n]) for n, p in tiny_policy.named_parameters() if "lora_" in n)
 
@@ -109,7 +109,7 @@ def test_memory_does_not_grow_across_steps(tiny_policy, tokenizer, monkeypatch):
     opt = torch.optim.AdamW([p for n, p in tiny_policy.named_parameters() if "lora_" in n], lr=1e-3)
     counts = []
     for _ in range(4):
-        m = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
+        m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
         assert all(isinstance(v, (int, float, dict)) for v in m.values())  # no tensors kept in logs
         gc.collect()
         counts.append(sum(isinstance(o, torch.Tensor) for o in gc.get_objects()))

