@@ -89,7 +89,7 @@ def main(argv=None):
     a("--k", default="1", help="comma list of k for pass@k (each <= n)")
     a("--temperature", type=float, default=0.0, help="0 = greedy")
     a("--max-plan-tokens", type=int, default=80)
-    a("--max-code-tokens", type=int, default=320)
+    a("--max-code-tokens", type=int, default=256)
     a("--batch-size", type=int, default=16, help="problems per generate call")
     a("--limit", type=int, default=None, help="only the first N problems")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])

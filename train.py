@@ -41,7 +41,7 @@ def get_args(argv=None):
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--train-data", default="train", help="train | val | <file.jsonl> | mbpp:<file>")
-    a("--steps", type=int, default=12)
+    a("--steps", type=int, default=8)
     a("--problems-per-step", type=int, default=2)
     a("--num-plans", type=int, default=4, help="G: plans per problem")
     a("--codes-per-plan", type=int, default=2, help="M: programs per plan")
@@ -106,6 +106,7 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, args, old_logp=N
     the model rarely solves a task); they still count in the loss normaliser.
     """
     policy.set_adapter(role)
+    adv, valid = adv.to(r.seqs.device), valid.to(r.seqs.device)  # rewards live on the CPU
     mask = r.mask * valid[:, None].float()  # [N, T]
     if args.mask_truncated:
         mask = mask * (~r.truncated)[:, None].float()

@@ -64,7 +64,7 @@ def test_train_two_steps_embedded_4bit(tmp_path):
     """README's main job, shrunk: 2 GRPO steps (+1 SFT step per role) on the embedded model, 4-bit."""
     out = tmp_path / "run"
     p = run("train.py", "--steps", "2", "--quant", "4bit", "--problems-per-step", "1", "--num-plans", "2",
-            "--codes-per-plan", "2", "--max-plan-tokens", "24", "--max-code-tokens", "48", "--sft-steps", "1",
+            "--codes-per-plan", "2", "--max-plan-tokens", "8", "--max-code-tokens", "16", "--sft-steps", "1",
             "--sft-batch", "2", "--out", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

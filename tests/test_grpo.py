@@ -106,3 +106,17 @@ def test_grpo_loss_clipping_and_k3_kl_values():
     loss_neg, _ = grpo.grpo_loss(logp, old, ref, torch.tensor([-1.0]), w, 0.2, 0.28, beta=0.1)
     # A = -1: min(-1.5, -1.28) = -1.5, min(-0.5, -0.8) = -0.8; KL term 0.1 * 0.306853 per token
     assert loss_neg.item() == pytest.approx(-(-1.5 - 0.8) / 2 + 0.1 * (1 - math.log(2)), rel=1e-6)
+
+
+def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
+    import sandbox
+    import train
+
+    R = sandbox.Result
+    results = [R("passed", 4, 4, 0.1, 0.1, 9.0), R("passed", 4, 4, 0.2, 0.2, 9.0),  # problem 1
+               R("failed", 2, 4, 0.3, 0.3, 9.0), R("passed", 4, 4, 0.1, 0.1, 9.0)]  # problem 2
+    args = train.get_args(["--efficiency-weight", "0.5"])
+    # problem 1: t_max = 0.2 -> 1 + 0.5 * (1 - 0.1/0.2) = 1.25 and 1 + 0 = 1.0; failed code: no bonus
+    assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == pytest.approx([1.25, 1.0, 0.5, 1.0])
+    args = train.get_args(["--reward", "all_pass"])
+    assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == [1.0, 1.0, 0.0, 1.0]
