@@ -126,7 +126,7 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, args, old_logp=N
         total += loss.item()
         stats.append((len(idx), m))
     n = sum(c for c, _ in stats) or 1
-    metrics = {k: sum(c * m[k] for c, m in stats) / n for k in ("kl", "clip_frac")} if stats else {}
+    metrics = {k: sum(c * m[k] for c, m in stats) / n if stats else None for k in ("kl", "clip_frac")}
     return total, metrics
 
 
