@@ -45,8 +45,8 @@ def generate_programs(model, tok, problems, mode, args, adapters: bool) -> list:
     batches = range(0, len(problems), args.batch_size)
     for s in tqdm(batches, desc=f"{'trained' if adapters else 'base'} {mode}", dynamic_ncols=True):
         batch = problems[s:s + args.batch_size]
-        plans = [None] * (len(batch) * args.n)
-        if mode == "planned":
+        plans = [None] * len(batch)  # direct: one plan-less prompt per problem, n samples each
+        if mode == "planned":  # n plans per problem, then one program per plan
             if adapters:
                 model.set_adapter("planner")
             r = rollout.sample(model, tok, [planner.messages(p) for p in batch], args.n,
@@ -54,10 +54,11 @@ def generate_programs(model, tok, problems, mode, args, adapters: bool) -> list:
             plans = [planner.parse(t) for t in r.texts]
         if adapters:
             model.set_adapter("coder")
-        chats = [coder.messages(batch[i // args.n], plans[i]) for i in range(len(plans))]
+        per = args.n if mode == "planned" else 1  # prompts per problem
+        chats = [coder.messages(batch[i // per], plans[i]) for i in range(len(plans))]
         r = rollout.sample(model, tok, chats, 1 if mode == "planned" else args.n,
                            args.max_code_tokens, args.temperature, stop=coder.STOP)
-        for i, p in enumerate(batch):
+        for i, p in enumerate(batch):  # rows are problem-major either way: n per problem
             texts = r.texts[i * args.n:(i + 1) * args.n]
             out.append([coder.program(p, coder.extract_code(t)) for t in texts])
     return out
@@ -88,7 +89,7 @@ def main(argv=None):
     a("--n", type=int, default=1, help="samples per problem")
     a("--k", default="1", help="comma list of k for pass@k (each <= n)")
     a("--temperature", type=float, default=0.0, help="0 = greedy")
-    a("--max-plan-tokens", type=int, default=80)
+    a("--max-plan-tokens", type=int, default=48, help="as in training")
     a("--max-code-tokens", type=int, default=256)
     a("--batch-size", type=int, default=16, help="problems per generate call")
     a("--limit", type=int, default=None, help="only the first N problems")

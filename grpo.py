@@ -4,7 +4,7 @@ One problem x gives a tree of rollouts (shapes for B problems, G plans each, M c
 
     x --Planner--> p_1..p_G --Coder--> c_i1..c_iM --sandbox--> r_ij in [0, 1]     r: [B, G, M]
 
-Advantages (our reading of CoRe-Code's "collaboration-aware" credit, see ../README.md):
+Advantages (our reading of CoRe-Code's "collaboration-aware" credit, see README.md):
     Coder   A^C_ij = (r_ij - mean_j r_i.) / (std_j r_i. + eps)    baseline = codes of the SAME plan
     Planner R^P_i  = mean_j r_ij,  A^P_i = (R^P_i - mean_i R^P) / (std_i R^P + eps)
 Loss per role (DeepSeekMath, Shao et al. 2024, sec. 4.1; token-level sum and clip-higher: DAPO,

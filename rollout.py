@@ -20,6 +20,7 @@ from grpo import completion_mask, token_logprobs
 
 @dataclass
 class Rollout:
+    # all tensors on the model's device
     seqs: torch.Tensor  # [N, L] token ids
     attn: torch.Tensor  # [N, L] 0/1 attention mask
     prompt_len: int  # P
@@ -29,7 +30,8 @@ class Rollout:
 
     @property
     def valid(self) -> torch.Tensor:
-        """[N] bool: a non-empty completion (empty ones must not shift their group baseline)."""
+        """[N] bool on the CPU, with the rewards: a non-empty completion (empty ones must not
+        shift their group baseline)."""
         return torch.tensor([bool(t.strip()) for t in self.texts])
 
 
@@ -39,20 +41,26 @@ def encode_prompts(tok, chats: list, device) -> dict:
     return tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
 
 
-def _finish(tok, seqs, prompt_attn, P) -> Rollout:
+def _finish(tok, seqs, prompt_attn, P, stop: str | None = None) -> Rollout:
     mask, truncated = completion_mask(seqs, P, tok.eos_token_id)  # [N, T], [N]
     attn = torch.cat([prompt_attn, torch.ones_like(seqs[:, P:])], dim=1)  # [N, L]
     texts = tok.batch_decode(seqs[:, P:] * mask.long() + tok.eos_token_id * (1 - mask.long()),
                              skip_special_tokens=True)
+    if stop:  # a row that stopped on the pattern ends there; the EOS padding after it was never
+        # sampled, so it stays out of the loss (and the row is not truncated)
+        stopped = torch.tensor([bool(re.search(stop, t, re.S)) for t in texts], device=seqs.device)
+        before_eos = mask.sum(1) - (~truncated).float()  # [N] tokens before the first EOS
+        pos = torch.arange(mask.shape[1], device=seqs.device)  # [T]
+        mask = torch.where(stopped[:, None], (pos[None, :] < before_eos[:, None]).float(), mask)
+        truncated = truncated & ~stopped
     return Rollout(seqs, attn, P, mask, truncated, texts)
 
 
 class StopOnPattern(StoppingCriteria):
     """Stop a row once its completion text matches `pattern` (e.g. a closed ``` block).
 
-    generate() then pads the row with pad == EOS, so the completion ends with that EOS as if the
-    model had sampled it right after the pattern (our choice: it teaches the policy to stop there;
-    its log-prob is scored like any other token, so ratio and KL stay exact).
+    generate() then pads the row with EOS (see `sample`); `_finish` ends that row's mask at the
+    pattern, so only tokens the policy really sampled enter the loss, and the row is not truncated.
     """
 
     def __init__(self, tok, prompt_len: int, pattern: str):
@@ -78,11 +86,13 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     seqs = policy.generate(
         **enc, max_new_tokens=max_new_tokens, num_return_sequences=n, use_cache=True,
         do_sample=not greedy, temperature=None if greedy else temperature, top_p=None if greedy else top_p,
-        top_k=None, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-        stopping_criteria=StoppingCriteriaList([StopOnPattern(tok, P, stop)]) if stop else None)  # [N, P+T]
+        top_k=None, pad_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,  # rows that end are
+        stopping_criteria=StoppingCriteriaList([StopOnPattern(tok, P, stop)]) if stop else None)  # EOS-padded
+    # seqs: [N, P + T]. Padding finished rows with EOS (not the tokenizer's pad, which differs for
+    # Qwen) makes a stopped row end in one EOS, so completion_mask sees where it ended.
     if seqs.shape[1] == P:  # nothing generated at all: keep one EOS column so T >= 1
         seqs = torch.cat([seqs, torch.full_like(seqs[:, :1], tok.eos_token_id)], dim=1)
-    return _finish(tok, seqs, enc.attention_mask.repeat_interleave(n, dim=0), P)
+    return _finish(tok, seqs, enc.attention_mask.repeat_interleave(n, dim=0), P, stop)
 
 
 def from_texts(tok, chats: list, completions: list, device="cpu") -> Rollout:

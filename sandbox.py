@@ -69,6 +69,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+from sandbox_runner import TMP_DIRS
+
 VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error")
 MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB
 #                   of it, each thread 8 MiB of stack and at most one 64 MiB malloc arena
@@ -200,15 +202,16 @@ def _modules(setup, statement_tests):
 
 @functools.cache
 def _hidden_interpreter():
-    """[(private dir, [dirs to show in it])] for our interpreter's files that lie below a
-    directory other users may not enter (pyenv in /root, 0700): the child shows just those."""
+    """[(dir the child covers, [dirs to show in it])]: our interpreter's files (and this project,
+    for the runner) that lie in a TMP_DIR the child gets a fresh tmpfs over (a venv in /tmp), or
+    below a directory other users may not enter (pyenv in /root, 0700): the child shows just those."""
     needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, HERE, *SITE_DIRS)}
     hidden = {}
     for path in needed:
         parts = path.split("/")
         for n in range(2, len(parts)):
             ancestor = "/".join(parts[:n])
-            if not os.stat(ancestor).st_mode & stat.S_IXOTH:
+            if ancestor in TMP_DIRS or not os.stat(ancestor).st_mode & stat.S_IXOTH:
                 hidden.setdefault(ancestor, set()).add(path)
                 break
     return [(private, sorted(p for p in keep if not any(p.startswith(q + "/") for q in keep)))

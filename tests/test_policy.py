@@ -110,7 +110,7 @@ def test_memory_does_not_grow_across_steps(tiny_policy, tokenizer, monkeypatch):
     counts = []
     for _ in range(4):
         m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
-        assert all(isinstance(v, (int, float, dict)) for v in m.values())  # no tensors kept in logs
+        assert all(v is None or isinstance(v, (int, float, dict)) for v in m.values())  # no tensors kept
         gc.collect()
         counts.append(sum(isinstance(o, torch.Tensor) for o in gc.get_objects()))
     assert counts[3] == counts[1]  # after the optimizer state exists, the number of live tensors is flat
@@ -127,3 +127,20 @@ def test_sample_uses_kv_cache(tiny_policy, tokenizer, monkeypatch):  # known bug
     r = rollout.sample(tiny_policy, tokenizer, CHATS, 2, 5)
     assert seen["use_cache"] is True
     assert r.seqs.shape[0] == 4 and r.mask.shape[1] == r.seqs.shape[1] - r.prompt_len
+
+
+def test_stopped_rows_end_in_eos_when_pad_differs(tiny_policy, tokenizer):  # Qwen: pad != eos
+    import copy
+    tok = copy.deepcopy(tokenizer)
+    tok.pad_token = "<|endoftext|>"
+    assert tok.pad_token_id != tok.eos_token_id
+    torch.manual_seed(0)
+    r = rollout.sample(tiny_policy, tok, CHATS, 2, 6, temperature=1.0, stop=r"\S")  # stop at once
+    comp = r.seqs[:, r.prompt_len:]
+    assert (comp == tok.pad_token_id).sum() == 0  # finished rows are padded with EOS, not pad
+    stopped = [i for i, t in enumerate(r.texts) if t.strip()]
+    assert stopped and not r.truncated[stopped].any()
+    for i in stopped:  # the mask ends at the pattern: the EOS padding after it was never sampled
+        n = int(r.mask[i].sum())
+        assert n >= 1 and r.mask[i, :n].all() and (comp[i, n:] == tok.eos_token_id).all()
+        assert tok.decode(comp[i, :n]) == r.texts[i]
