@@ -25,9 +25,6 @@ import planner
 import rollout
 import sandbox
 
-ROLES = ["planner", "coder"]
-
-
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples of which c pass (Chen et al. 2021, "Evaluating Large
     Language Models Trained on Code", eq. 1): 1 - C(n-c, k) / C(n, k), computed as the stable
@@ -118,7 +115,7 @@ def main(argv=None):
     systems = [("base", False)] + ([("trained", True)] if args.adapters else [])
     for system, adapters in systems:
         if adapters:
-            model = models.load_role_adapters(model, args.adapters, ROLES)
+            model = models.load_role_adapters(model, args.adapters, models.ROLES)
         for mode in modes:
             res = score(problems, generate_programs(model, tok, problems, mode, args, adapters), ks, args)
             report["rows"].append({"system": system, "mode": mode, **res})

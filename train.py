@@ -79,9 +79,6 @@ def get_args(argv=None):
     return args
 
 
-ROLES = ["planner", "coder"]
-
-
 def rewards_of(results, shape, args) -> torch.Tensor:
     """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (README, "The algorithm").
 
@@ -239,7 +236,7 @@ def save_adapters(policy, run_dir: Path):
     """Write run_dir/adapters/<role>/ atomically: into a temp folder, then swapped in by rename."""
     tmp = run_dir / "adapters.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    for role in ROLES:
+    for role in models.ROLES:
         policy.save_pretrained(tmp, selected_adapters=[role])  # -> tmp/<role>/
     final, old = run_dir / "adapters", run_dir / "adapters.old"
     if final.exists():
@@ -260,7 +257,7 @@ def main(argv=None):
     except RuntimeError as e:
         raise SystemExit(f"error: {e}") from None
     base, tok = models.load_base(args.model, device, quant)
-    policy = models.add_role_adapters(base, ROLES, args.lora_r, args.lora_alpha)
+    policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
     lora = [p for n, p in policy.named_parameters() if "lora_" in n]  # both roles' adapters
     optimizer = torch.optim.AdamW(lora, lr=args.lr, weight_decay=0.0)
 
