@@ -51,10 +51,10 @@ def generate_programs(model, tok, problems, mode, args, adapters: bool) -> list:
             plans = [planner.parse(t) for t in r.texts]
         if adapters:
             model.set_adapter("coder")
-        per = args.n if mode == "planned" else 1  # prompts per problem
+        per = len(plans) // len(batch)  # Coder prompts per problem: n when planned, else 1
         chats = [coder.messages(batch[i // per], plans[i]) for i in range(len(plans))]
-        r = rollout.sample(model, tok, chats, 1 if mode == "planned" else args.n,
-                           args.max_code_tokens, args.temperature, stop=coder.STOP)
+        r = rollout.sample(model, tok, chats, args.n // per, args.max_code_tokens, args.temperature,
+                           stop=coder.STOP)
         for i, p in enumerate(batch):  # rows are problem-major either way: n per problem
             texts = r.texts[i * args.n:(i + 1) * args.n]
             out.append([coder.program(p, coder.extract_code(t)) for t in texts])

@@ -86,8 +86,8 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     seqs = policy.generate(
         **enc, max_new_tokens=max_new_tokens, num_return_sequences=n, use_cache=True,
         do_sample=not greedy, temperature=None if greedy else temperature, top_p=None if greedy else top_p,
-        top_k=None, pad_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,  # rows that end are
-        stopping_criteria=StoppingCriteriaList([StopOnPattern(tok, P, stop)]) if stop else None)  # EOS-padded
+        top_k=None, pad_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+        stopping_criteria=StoppingCriteriaList([StopOnPattern(tok, P, stop)]) if stop else None)
     # seqs: [N, P + T]. Padding finished rows with EOS (not the tokenizer's pad, which differs for
     # Qwen) makes a stopped row end in one EOS, so completion_mask sees where it ended.
     if seqs.shape[1] == P:  # nothing generated at all: keep one EOS column so T >= 1

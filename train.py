@@ -99,9 +99,9 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, o
     """Backward of one role's GRPO loss over micro-batches; returns (loss, metrics).
 
     r: the role's rollout, N rows; adv: [N]; valid: [N] bool; max_len: the role's token budget
-    (the constant of 'dr_grpo'). Rows with A = 0 carry no policy
-    gradient and are skipped (their KL term too: our choice, it saves most of the compute while
-    the model rarely solves a task); they still count in the loss normaliser.
+    (the constant of 'dr_grpo'). Rows with A = 0 carry no policy gradient and are skipped (their
+    KL term too: our choice, it saves most of the compute while the model rarely solves a task);
+    they still count in the loss normaliser.
     """
     policy.set_adapter(role)
     adv, valid = adv.to(r.seqs.device), valid.to(r.seqs.device)  # rewards live on the CPU
@@ -270,23 +270,20 @@ def main(argv=None):
     for role in args.train_roles if args.sft_steps > 0 else []:
         sft(policy, tok, problems, role, args, optimizer)
 
-    metrics_file = open(run_dir / "metrics.jsonl", "a")
-    samples_file = open(run_dir / "samples.jsonl", "a")
     bar = tqdm(range(1, args.steps + 1), desc="grpo", dynamic_ncols=True)
-    for step in bar:
-        batch = random.sample(problems, min(args.problems_per_step, len(problems)))
-        t = time.perf_counter()
-        m, samples = grpo_step(policy, tok, batch, args, optimizer)
-        m = {"step": step, **m, "time_s": time.perf_counter() - t}
-        metrics_file.write(json.dumps(m) + "\n")
-        metrics_file.flush()
-        samples_file.write("".join(json.dumps({"step": step, **s}) + "\n" for s in samples))
-        samples_file.flush()
-        bar.set_postfix(reward=f"{m['reward']:.3f}", passed=f"{m['pass_all']:.2f}")
-        if step % args.save_every == 0 or step == args.steps:
-            save_adapters(policy, run_dir)
-    metrics_file.close()
-    samples_file.close()
+    with open(run_dir / "metrics.jsonl", "a") as metrics_file, open(run_dir / "samples.jsonl", "a") as samples_file:
+        for step in bar:
+            batch = random.sample(problems, min(args.problems_per_step, len(problems)))
+            t = time.perf_counter()
+            m, samples = grpo_step(policy, tok, batch, args, optimizer)
+            m = {"step": step, **m, "time_s": time.perf_counter() - t}
+            metrics_file.write(json.dumps(m) + "\n")
+            metrics_file.flush()
+            samples_file.write("".join(json.dumps({"step": step, **s}) + "\n" for s in samples))
+            samples_file.flush()
+            bar.set_postfix(reward=f"{m['reward']:.3f}", passed=f"{m['pass_all']:.2f}")
+            if step % args.save_every == 0 or step == args.steps:
+                save_adapters(policy, run_dir)
     print(f"done: adapters in {run_dir / 'adapters'}, metrics in {run_dir / 'metrics.jsonl'}")
     return run_dir
 
