@@ -4,9 +4,17 @@ One problem x gives a tree of rollouts (shapes for B problems, G plans each, M c
 
     x --Planner--> p_1..p_G --Coder--> c_i1..c_iM --sandbox--> r_ij in [0, 1]     r: [B, G, M]
 
-Advantages (our reading of CoRe-Code's "collaboration-aware" credit, see README.md):
+Advantages (our reading of CoRe-Code's "collaboration-aware" credit, ../README.md "How the loss works"):
     Coder   A^C_ij = (r_ij - mean_j r_i.) / (std_j r_i. + eps)    baseline = codes of the SAME plan
-    Planner R^P_i  = mean_j r_ij,  A^P_i = (R^P_i - mean_i R^P) / (std_i R^P + eps)
+    Planner R^P_i  = mean_j r_ij  (or max_j r_ij: --planner-credit max),
+            A^P_i  = (R^P_i - mean_i R^P) / (std_i R^P + eps)
+    --scale-rewards none drops the division by (std + eps) (Dr. GRPO, Liu et al. 2025, sec. 3.1).
+Worked example (test_grpo.py checks it), one problem, G = 2 plans x M = 2 codes, r = [[1, 0], [0, 0]]:
+    Coder, plan 1: mean 0.5, std 0.5 -> A^C_1. = +-0.5 / 0.5001 = +-0.99980; plan 2: all equal -> 0, 0
+    Planner, mean credit: R^P = [0.5, 0], mean 0.25, std 0.25 -> A^P = +-0.25 / 0.2501 = +-0.99960
+    Planner, max credit:  R^P = [1, 0],   mean 0.5,  std 0.5  -> A^P = +-0.99980
+    Coder, --coder-baseline problem: one group [1, 0, 0, 0], mean 0.25, std 0.43301
+                                     -> A = 0.75 / 0.43311 = 1.73165 and -0.25 / 0.43311 = -0.57722
 Loss per role (DeepSeekMath, Shao et al. 2024, sec. 4.1; token-level sum and clip-higher: DAPO,
 Yu et al. 2025, sec. 3.1/3.3; k3 KL estimator: Schulman 2020, "Approximating KL divergence"):
     rho_t = exp(logp_t - logp_old_t)
@@ -52,9 +60,11 @@ def completion_mask(seqs: torch.Tensor, prompt_len: int, eos_id: int) -> tuple[t
     return mask, truncated
 
 
-def group_advantages(rewards: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Normalise rewards inside each group (the last dim): A = (r - mean) / (std + EPS).
 
+    scale=False gives A = r - mean (Dr. GRPO, sec. 3.1: dividing by std up-weights groups that are
+    almost all-right or all-wrong).
     rewards, valid: [..., K] (valid: bool; invalid samples, e.g. empty completions, are left out
     of mean and std so they do not shift their siblings' baseline, and get A = 0).
     std is the population std (divide by the number of valid samples; our choice: a group {1, 0}
@@ -73,35 +83,46 @@ def group_advantages(rewards: torch.Tensor, valid: torch.Tensor) -> tuple[torch.
     big, small = torch.finfo(rewards.dtype).max, torch.finfo(rewards.dtype).min
     spread = rewards.masked_fill(~valid, small).amax(-1) - rewards.masked_fill(~valid, big).amin(-1)
     zero_std = (spread <= 0) | (n.squeeze(-1) < 2)  # [...]; exact test, not std < tol
-    adv = (rewards - mean) / (std + EPS)
+    adv = (rewards - mean) / (std + EPS) if scale else rewards - mean
     adv = torch.where(valid & ~zero_std.unsqueeze(-1), adv, torch.zeros_like(adv))
     return adv, zero_std
 
 
-def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str = "plan"):
+def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str = "plan", scale: bool = True):
     """Coder advantages [B, G, M] from rewards [B, G, M].
 
     baseline 'plan' (default): group = the M codes written for the same plan, so a bad plan
     does not punish the Coder. 'problem': group = all G*M codes of the problem (plain GRPO).
-    Returns (A [B, G, M], zero_std bool [B, G] or [B]).
+    Returns (A [B, G, M], zero_std bool [B, G] or [B]). Raises ValueError for another baseline.
     """
     if baseline == "plan":
-        return group_advantages(rewards, valid)
+        return group_advantages(rewards, valid, scale)
+    if baseline != "problem":
+        raise ValueError(f"unknown coder baseline '{baseline}': use plan or problem")
     B, G, M = rewards.shape
-    adv, zero = group_advantages(rewards.reshape(B, G * M), valid.reshape(B, G * M))
+    adv, zero = group_advantages(rewards.reshape(B, G * M), valid.reshape(B, G * M), scale)
     return adv.reshape(B, G, M), zero
 
 
-def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: torch.Tensor):
-    """Planner advantages [B, G]: a plan is worth the mean reward of its valid codes, R^P_i.
+def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: torch.Tensor,
+                       credit: str = "mean", scale: bool = True):
+    """Planner advantages [B, G]: a plan is worth what the Coder achieves with it, R^P_i.
 
     rewards, valid: [B, G, M]; plan_valid: [B, G] (the plan itself is non-empty).
-    A plan none of whose codes is valid is left out of its group. Returns (A [B, G], zero_std [B]).
+    credit 'mean': R^P_i = mean of its valid codes' rewards (the expected result of following it);
+    'max': R^P_i = best valid code (our choice to offer: a plan is worth its best execution, which
+    still credits a good plan while the Coder is weak). A plan none of whose codes is valid is left
+    out of its group. Returns (A [B, G], zero_std [B]). Raises ValueError for another credit.
     """
     v = valid.float()
-    plan_reward = (rewards * v).sum(-1) / v.sum(-1).clamp(min=1)  # [B, G]  R^P_i
+    if credit == "mean":
+        plan_reward = (rewards * v).sum(-1) / v.sum(-1).clamp(min=1)  # [B, G]  R^P_i
+    elif credit == "max":
+        plan_reward = rewards.masked_fill(~valid, 0.0).amax(-1)  # [B, G] (rewards >= 0)
+    else:
+        raise ValueError(f"unknown planner credit '{credit}': use mean or max")
     ok = plan_valid & valid.any(-1)  # [B, G]
-    return group_advantages(plan_reward, ok)
+    return group_advantages(plan_reward, ok, scale)
 
 
 def loss_weights(mask: torch.Tensor, loss_type: str = "token", max_len: int | None = None) -> torch.Tensor:
@@ -126,17 +147,25 @@ def loss_weights(mask: torch.Tensor, loss_type: str = "token", max_len: int | No
     raise ValueError(f"unknown loss_type '{loss_type}': use token, grpo or dr_grpo")
 
 
-def grpo_loss(logp, old_logp, ref_logp, adv, weights, clip_low=0.2, clip_high=0.28, beta=0.04):
+def grpo_loss(logp, old_logp, ref_logp, adv, weights, epsilon=0.2, epsilon_high=None, beta=0.0):
     """Clipped token-level GRPO loss with a k3 KL penalty (equations in the module docstring).
 
     logp: [N, T] log-probs under the policy (with grad); old_logp, ref_logp: [N, T] (no grad);
     adv: [N] one advantage per sequence; weights: [N, T] from `loss_weights` (0 off-mask).
-    Returns (loss scalar, metrics dict of floats: kl, clip_frac, ratio; token means over the mask).
-    With one inner iteration old_logp == logp.detach(): rho = 1 and the gradient is REINFORCE's.
+    epsilon / epsilon_high: eps_low / eps_high of the clip (epsilon_high None: = epsilon; DAPO's
+    clip-higher uses 0.28). Returns (loss scalar, metrics dict of floats: kl, clip_frac, ratio;
+    token means over the mask). With one inner iteration old_logp == logp.detach(): rho = 1 and
+    the gradient is REINFORCE's, dL/dlogp_t = -w_t A.
+    Worked example (test_grpo.py checks it): 3 tokens, w = 1/3 each, beta = 0, eps = 0.2,
+    eps_high = 0.28, rho = [0.5, 1.0, 1.5]:
+        A = +1: min(rho, clip(rho)) = [min(0.5, 0.8), 1, min(1.5, 1.28)] = [0.5, 1, 1.28]
+                L = -(0.5 + 1 + 1.28) / 3 = -0.926667
+        A = -1: min(-rho, -clip(rho)) = [-0.8, -1, -1.5]       L = (0.8 + 1 + 1.5) / 3 = 1.1
     """
+    eps_low, eps_high = epsilon, epsilon if epsilon_high is None else epsilon_high
     A = adv[:, None]  # [N, 1]
     ratio = torch.exp(logp - old_logp)  # [N, T]
-    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     surrogate = torch.minimum(ratio * A, clipped * A)  # [N, T]
     d = ref_logp - logp
     kl = torch.exp(d) - d - 1  # [N, T] k3 >= 0, = 0 when policy == reference
@@ -146,7 +175,7 @@ def grpo_loss(logp, old_logp, ref_logp, adv, weights, clip_low=0.2, clip_high=0.
     with torch.no_grad():
         metrics = {
             "kl": (kl * on).sum().item() / n.item(),
-            "clip_frac": (((ratio < 1 - clip_low) | (ratio > 1 + clip_high)) & on).sum().item() / n.item(),
+            "clip_frac": (((ratio < 1 - eps_low) | (ratio > 1 + eps_high)) & on).sum().item() / n.item(),
             "ratio": (ratio * on).sum().item() / n.item(),
         }
     return loss, metrics

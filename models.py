@@ -169,15 +169,35 @@ def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float
     return policy
 
 
-def load_role_adapters(model, run_dir, roles):
-    """Attach trained adapters saved by train.py (run_dir/adapters/<role>) to a base model."""
+def load_role_adapters(model, run_dir, roles, prefix: str = ""):
+    """Attach trained adapters saved by train.py (run_dir/adapters/<role>) to a base model, named
+    prefix + role (a prefix per run lets several runs share one base). Raises ModelError if one
+    is missing. Returns the PeftModel."""
     from peft import PeftModel
 
     base = Path(run_dir) / "adapters"
     for role in roles:
         if not (base / role / "adapter_config.json").exists():
             raise ModelError(f"no trained '{role}' adapter in {base}")
-    policy = PeftModel.from_pretrained(model, base / roles[0], adapter_name=roles[0])
-    for role in roles[1:]:
-        policy.load_adapter(base / role, adapter_name=role)
-    return policy
+    for role in roles:
+        if isinstance(model, PeftModel):
+            model.load_adapter(base / role, adapter_name=prefix + role)
+        else:
+            model = PeftModel.from_pretrained(model, base / role, adapter_name=prefix + role)
+    return model
+
+
+def init_role_adapters(policy, run_dir, roles):
+    """Copy the weights of run_dir/adapters/<role> into the policy's existing adapters of the same
+    names (train.py --init: continue from an earlier run, e.g. GRPO after an SFT-only run).
+    Raises ModelError if one is missing or does not match the policy's LoRA shapes."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    for role in roles:
+        f = Path(run_dir) / "adapters" / role / "adapter_model.safetensors"
+        if not f.exists():
+            raise ModelError(f"--init: no '{role}' adapter weights at {f}")
+        res = set_peft_model_state_dict(policy, load_file(f), adapter_name=role)
+        if getattr(res, "unexpected_keys", None):
+            raise ModelError(f"--init: {f} does not fit this model (e.g. {res.unexpected_keys[0]})")

@@ -73,21 +73,29 @@ class StopOnPattern(StoppingCriteria):
 
 @torch.no_grad()
 def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: float = 1.0,
-           top_p: float = 1.0, stop: str | None = None) -> Rollout:
+           top_p: float = 1.0, stop: str | None = None, min_new_tokens: int = 0) -> Rollout:
     """n completions for each chat (N = len(chats) * n rows). temperature 0 means greedy.
 
-    stop: a regex; a row ends once its completion matches it. Uses the KV cache (use_cache=True);
+    stop: a regex; a row ends once its completion matches it. min_new_tokens: EOS is forbidden
+    before that many tokens (benchmarks force equal lengths with it). Runs in eval mode (restored
+    after) with the KV cache on (use_cache=True), also when gradient checkpointing is enabled;
     the active LoRA adapter is whatever the caller set.
     """
     device = next(policy.parameters()).device
     enc = encode_prompts(tok, chats, device)
     P = enc.input_ids.shape[1]
     greedy = temperature <= 0
-    seqs = policy.generate(
-        **enc, max_new_tokens=max_new_tokens, num_return_sequences=n, use_cache=True,
-        do_sample=not greedy, temperature=None if greedy else temperature, top_p=None if greedy else top_p,
-        top_k=None, pad_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
-        stopping_criteria=StoppingCriteriaList([StopOnPattern(tok, P, stop)]) if stop else None)
+    was_training = policy.training
+    policy.eval()
+    try:
+        seqs = policy.generate(
+            **enc, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, num_return_sequences=n,
+            use_cache=True, do_sample=not greedy, temperature=None if greedy else temperature,
+            top_p=None if greedy else top_p, top_k=None, pad_token_id=tok.eos_token_id,
+            eos_token_id=tok.eos_token_id,
+            stopping_criteria=StoppingCriteriaList([StopOnPattern(tok, P, stop)]) if stop else None)
+    finally:
+        policy.train(was_training)
     # seqs: [N, P + T]. Padding finished rows with EOS (not the tokenizer's pad, which differs for
     # Qwen) makes a stopped row end in one EOS, so completion_mask sees where it ended.
     if seqs.shape[1] == P:  # nothing generated at all: keep one EOS column so T >= 1

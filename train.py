@@ -1,24 +1,30 @@
 """Train the Planner and the Coder together with collaboration-aware GRPO.
 
-    python train.py                                   # embedded SmolLM2-135M on CPU, ~15 min
+    python train.py                                   # embedded SmolLM2-135M on CPU (SFT + GRPO)
     python train.py --model Qwen2.5-Coder-1.5B        # one consumer GPU, 4-bit NF4 base
+    python train.py --roles coder                     # single-agent GRPO baseline (no Planner)
+    python train.py --grpo-steps 0                    # cold-start SFT only
 
-One step, for P problems (--problems-per-step):
+0. optional cold-start SFT (--sft-steps) of each role on our reference plans / solutions.
+One GRPO step, for P problems (--problems-per-step):
   1. Planner (adapter 'planner') samples G plans per problem            -> P*G plans
   2. Coder (adapter 'coder') samples M programs per plan                -> P*G*M programs
   3. the sandbox runs every program on the problem's tests              -> rewards r [P, G, M]
   4. advantages: Coder against the codes of its plan, Planner against the other plans (grpo.py)
-  5. loss per role (clipped surrogate + beta * k3 KL to the base model = adapters off), summed;
-     one AdamW step on both adapters' LoRA weights.
-Writes runs/<time>/: config.json, metrics.jsonl (one line per step), adapters/<role>/ (peft).
+  5. loss per role (clipped surrogate, + beta * k3 KL to the base model = adapters off when
+     beta > 0), summed; one AdamW step on both adapters' LoRA weights.
+Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step), samples.jsonl,
+adapters/<role>/ (peft). --profile prints the seconds of each phase of a step.
 """
 import argparse
 import json
+import math
 import os
 import random
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -31,6 +37,7 @@ import models
 import planner
 import rollout
 import sandbox
+import sft
 
 
 def get_args(argv=None):
@@ -41,7 +48,7 @@ def get_args(argv=None):
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--train-data", default="train", help="train | val | <file.jsonl> | mbpp:<file>")
-    a("--steps", type=int, default=8)
+    a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--problems-per-step", type=int, default=2)
     a("--num-plans", type=int, default=4, help="G: plans per problem")
     a("--codes-per-plan", type=int, default=2, help="M: programs per plan")
@@ -50,17 +57,21 @@ def get_args(argv=None):
     a("--temperature", type=float, default=0.7)
     a("--top-p", type=float, default=0.95)
     a("--lr", type=float, default=2e-4)
-    a("--beta", type=float, default=0.04, help="KL weight")
-    a("--clip-low", type=float, default=0.2)
-    a("--clip-high", type=float, default=0.28, help="DAPO clip-higher")
+    a("--beta", type=float, default=0.0, help="KL weight (k3 estimator, reference = adapters off)")
+    a("--epsilon", type=float, default=0.2, help="clip eps_low")
+    a("--epsilon-high", type=float, default=None, help="clip eps_high (default: = --epsilon; DAPO: 0.28)")
     a("--loss-type", default="token", choices=["token", "grpo", "dr_grpo"])
-    a("--num-iterations", type=int, default=1, help="updates per batch of rollouts")
+    a("--num-iterations", type=int, default=1, help="updates per batch of rollouts (old log-probs stored)")
+    a("--scale-rewards", default="group", choices=["group", "none"], help="divide advantages by the group std")
     a("--reward", default="pass_rate", choices=["pass_rate", "all_pass"])
     a("--efficiency-weight", type=float, default=0.0, help="lambda: bonus for faster fully-passing code")
     a("--coder-baseline", default="plan", choices=["plan", "problem"])
+    a("--planner-credit", default="mean", choices=["mean", "max"], help="a plan's reward: mean or best of its codes")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
-    a("--train-roles", default="planner,coder")
-    a("--sft-steps", type=int, default=0, help="cold-start SFT steps per role before GRPO")
+    a("--roles", "--train-roles", dest="roles", default="planner,coder",
+      help="planner,coder (CoRe-Code) | coder (single-agent GRPO: no plans, G*M codes per problem)")
+    a("--init", default=None, help="start from the adapters of an earlier run folder")
+    a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
     a("--sft-batch", type=int, default=8)
     a("--sft-lr", type=float, default=2e-4)
     a("--lora-r", type=int, default=16)
@@ -72,11 +83,40 @@ def get_args(argv=None):
     a("--seed", type=int, default=0)
     a("--out", default=None, help="run folder (default runs/<date-time>)")
     a("--save-every", type=int, default=10)
+    a("--profile", action="store_true", help="print seconds per phase of a step at the end")
     args = ap.parse_args(argv)
-    args.train_roles = [r for r in args.train_roles.split(",") if r]
-    if not args.train_roles or not set(args.train_roles) <= {"planner", "coder"}:
-        ap.error("--train-roles takes planner, coder or planner,coder")
+    args.roles = [r for r in models.ROLES if r in args.roles.split(",")]
+    if args.roles not in (["planner", "coder"], ["coder"]):
+        ap.error("--roles takes planner,coder or coder")
     return args
+
+
+PHASES = ["plan_generation", "code_generation", "sandbox", "old_logprobs", "reference_logprobs",
+          "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. three non-finite steps in a row); the message is one line."""
+
+
+class Clock:
+    """Seconds spent per phase of a step (`--profile`, metrics `time_<phase>_s`).
+
+    On CUDA it synchronises before reading the time, so a phase is charged for its own kernels.
+    """
+
+    def __init__(self, device):
+        self.cuda, self.s = torch.device(device).type == "cuda", {}
+
+    @contextmanager
+    def __call__(self, phase: str):
+        if self.cuda:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        yield
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 
 
 def rewards_of(results, shape, args) -> torch.Tensor:
@@ -95,13 +135,15 @@ def rewards_of(results, shape, args) -> torch.Tensor:
     return r
 
 
-def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, old_logp=None):
-    """Backward of one role's GRPO loss over micro-batches; returns (loss, metrics).
+def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, clock, old_logp=None):
+    """Backward of one role's GRPO loss over micro-batches (gradients accumulate); returns (loss, metrics).
 
     r: the role's rollout, N rows; adv: [N]; valid: [N] bool; max_len: the role's token budget
-    (the constant of 'dr_grpo'). Rows with A = 0 carry no policy gradient and are skipped (their
-    KL term too: our choice, it saves most of the compute while the model rarely solves a task);
-    they still count in the loss normaliser.
+    (the constant of 'dr_grpo'). The weights w are computed once for all N rows, so the summed
+    micro-batch losses equal the full-batch loss whatever --micro-batch is (known bug 9).
+    With beta = 0 a row with A = 0 has loss and gradient exactly 0: it gets no forward pass
+    (it still counts in the normaliser); with beta > 0 its KL term is trained, so it runs.
+    Raises FloatingPointError on a non-finite loss (the caller skips the optimizer step).
     """
     policy.set_adapter(role)
     adv, valid = adv.to(r.seqs.device), valid.to(r.seqs.device)  # rewards live on the CPU
@@ -109,22 +151,28 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, o
     if args.mask_truncated:
         mask = mask * (~r.truncated)[:, None].float()
     w = grpo.loss_weights(mask, args.loss_type, max_len)  # [N, T], sums to 1 for 'token'
-    rows = [i for i in range(len(adv)) if adv[i] != 0 and mask[i].sum() > 0]
+    rows = [i for i in range(len(adv)) if mask[i].sum() > 0 and (adv[i] != 0 or args.beta > 0)]
     total, stats = 0.0, []
     for k in range(0, len(rows), args.micro_batch):
         idx = torch.tensor(rows[k:k + args.micro_batch])
-        with torch.no_grad(), policy.disable_adapter():
-            ref = rollout.logprobs(policy, r, idx)  # [n, T] pi_ref = base model
-        logp = rollout.logprobs(policy, r, idx)  # [n, T] with grad
-        old = logp.detach() if old_logp is None else old_logp[idx]
-        loss, m = grpo.grpo_loss(logp, old, ref, adv[idx], w[idx], args.clip_low, args.clip_high, args.beta)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"non-finite {role} loss")
-        loss.backward()
+        ref = None  # pi_ref = the base model (adapters off); only needed for the KL term
+        if args.beta > 0:
+            with clock("reference_logprobs"), torch.no_grad(), policy.disable_adapter():
+                ref = rollout.logprobs(policy, r, idx)  # [n, T]
+        with clock("policy_forward_backward"):
+            logp = rollout.logprobs(policy, r, idx)  # [n, T] with grad
+            old = logp.detach() if old_logp is None else old_logp[idx]
+            loss, m = grpo.grpo_loss(logp, old, logp.detach() if ref is None else ref, adv[idx], w[idx],
+                                     args.epsilon, args.epsilon_high, args.beta)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite {role} loss")
+            loss.backward()
         total += loss.item()
         stats.append((len(idx), m))
     n = sum(c for c, _ in stats) or 1
     metrics = {k: sum(c * m[k] for c, m in stats) / n if stats else None for k in ("kl", "clip_frac")}
+    if args.beta == 0:
+        metrics["kl"] = None  # not computed: no reference pass when beta = 0
     return total, metrics
 
 
@@ -136,100 +184,108 @@ def all_logprobs(policy, r: rollout.Rollout, micro_batch: int) -> torch.Tensor:
 
 
 def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
-    """One GRPO step on a batch of problems.
+    """One GRPO step on a batch of problems (the numbered steps in this file's docstring).
 
+    Two roles: rewards r [B, G, M]. Single agent (--roles coder): the Coder writes G*M programs
+    from the problem alone and they form one group per problem, r [B, 1, G*M].
     Returns (metrics: plain floats, no tensors; samples: the first plan and code of each problem).
     """
     B, G, M = len(problems), args.num_plans, args.codes_per_plan
+    two_roles = "planner" in args.roles
+    clock = Clock(next(policy.parameters()).device)
     t0 = time.perf_counter()
-    policy.set_adapter("planner")
-    plans_r = rollout.sample(policy, tok, [planner.messages(p) for p in problems], G,
-                             args.max_plan_tokens, args.temperature, args.top_p)  # B*G rows
-    plans = [planner.parse(t) for t in plans_r.texts]
-    policy.set_adapter("coder")
-    code_chats = [coder.messages(problems[i // G], plans[i]) for i in range(B * G)]
-    codes_r = rollout.sample(policy, tok, code_chats, M, args.max_code_tokens,
-                             args.temperature, args.top_p, stop=coder.STOP)  # B*G*M rows
-    t1 = time.perf_counter()
+    if two_roles:
+        with clock("plan_generation"):
+            policy.set_adapter("planner")
+            plans_r = rollout.sample(policy, tok, [planner.messages(p) for p in problems], G,
+                                     args.max_plan_tokens, args.temperature, args.top_p)  # B*G rows
+        plans, shape = [planner.parse(t) for t in plans_r.texts], (B, G, M)
+    else:
+        plans, shape = [None] * B, (B, 1, G * M)
+    per_plan = shape[2]
+    with clock("code_generation"):
+        policy.set_adapter("coder")
+        code_chats = [coder.messages(problems[i // shape[1]], plans[i]) for i in range(len(plans))]
+        codes_r = rollout.sample(policy, tok, code_chats, per_plan, args.max_code_tokens,
+                                 args.temperature, args.top_p, stop=coder.STOP)  # B*G*M rows
     jobs = []
     for i, text in enumerate(codes_r.texts):
         p = problems[i // (G * M)]
         jobs.append(dict(program=coder.program(p, coder.extract_code(text)), tests=list(p.tests),
                          setup=p.setup, timeout_s=args.sandbox_timeout))
-    results = sandbox.run_many(jobs, workers=args.workers)
-    t2 = time.perf_counter()
+    with clock("sandbox"):
+        results = sandbox.run_many(jobs, workers=args.workers)
 
-    rewards = rewards_of(results, (B, G, M), args)  # [B, G, M]
-    code_valid = codes_r.valid.view(B, G, M)
-    plan_valid = torch.tensor([bool(p.strip()) for p in plans]).view(B, G)  # empty after parse()
-    adv_c, zero_c = grpo.coder_advantages(rewards, code_valid, args.coder_baseline)  # [B, G, M]
-    adv_p, zero_p = grpo.planner_advantages(rewards, code_valid, plan_valid)  # [B, G]
+    rewards = rewards_of(results, shape, args)  # [B, G, M] or [B, 1, G*M]
+    scale = args.scale_rewards == "group"
+    code_valid = codes_r.valid.view(shape)
+    adv_c, zero_c = grpo.coder_advantages(rewards, code_valid, args.coder_baseline, scale)
+    work = {"coder": (codes_r, adv_c.flatten(), code_valid.flatten(), args.max_code_tokens)}
+    metrics = {"frac_zero_std_coder": zero_c.float().mean().item()}
+    if two_roles:
+        plan_valid = torch.tensor([bool(p.strip()) for p in plans]).view(B, G)  # empty after parse()
+        adv_p, zero_p = grpo.planner_advantages(rewards, code_valid, plan_valid, args.planner_credit, scale)
+        work["planner"] = (plans_r, adv_p.flatten(), plan_valid.flatten(), args.max_plan_tokens)
+        metrics["frac_zero_std_planner"] = zero_p.float().mean().item()
 
-    loss, metrics, olds = 0.0, {}, {}
-    work = {"planner": (plans_r, adv_p.flatten(), plan_valid.flatten(), args.max_plan_tokens),
-            "coder": (codes_r, adv_c.flatten(), code_valid.flatten(), args.max_code_tokens)}
+    olds = {}
     if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
-        for role in args.train_roles:
-            policy.set_adapter(role)
-            olds[role] = all_logprobs(policy, work[role][0], args.micro_batch)
-    grad_norm, skipped = 0.0, 0
+        with clock("old_logprobs"):
+            for role in args.roles:
+                policy.set_adapter(role)
+                olds[role] = all_logprobs(policy, work[role][0], args.micro_batch)
+    grad_norm, skipped, loss = 0.0, 0, 0.0
     for it in range(args.num_iterations):
         optimizer.zero_grad(set_to_none=True)
         loss = 0.0
         try:
-            for role in args.train_roles:
+            for role in args.roles:
                 r, adv, valid, max_len = work[role]
-                l, m = policy_update(policy, role, r, adv, valid, max_len, args, olds.get(role))
+                l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
                 loss += l
                 metrics.update({f"{role}_{k}": v for k, v in m.items()})
-            params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
-            if params:
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
-                if not torch.isfinite(torch.tensor(grad_norm)):
-                    raise FloatingPointError("non-finite gradient norm")
-                optimizer.step()
+            with clock("optimizer"):
+                params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
+                if params:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
+                    if not math.isfinite(grad_norm):
+                        raise FloatingPointError("non-finite gradient norm")
+                    optimizer.step()
         except FloatingPointError:  # known bug 5: nothing non-finite may reach the optimizer
             optimizer.zero_grad(set_to_none=True)
             skipped += 1
-    t3 = time.perf_counter()
+    step_s = time.perf_counter() - t0
 
     verdicts = [x.verdict for x in results]
-    samples = [{"task_id": problems[b].task_id, "plan": plans[b * G], "completion": codes_r.texts[b * G * M],
-                "program": jobs[b * G * M]["program"],
-                "verdict": results[b * G * M].verdict, "detail": results[b * G * M].detail} for b in range(B)]
+    n = shape[1] * shape[2]  # programs per problem
+    samples = [{"task_id": problems[b].task_id, "plan": plans[b * shape[1]], "completion": codes_r.texts[b * n],
+                "program": jobs[b * n]["program"], "verdict": results[b * n].verdict,
+                "detail": results[b * n].detail} for b in range(B)]
     return {
         "reward": rewards.mean().item(),
         "pass_all": sum(v == "passed" for v in verdicts) / len(verdicts),
         "best_of_problem": rewards.flatten(1).amax(1).mean().item(),
-        "plan_reward_std": rewards.mean(-1).std(-1, unbiased=False).mean().item(),
-        "frac_zero_std_coder": zero_c.float().mean().item(),
-        "frac_zero_std_planner": zero_p.float().mean().item(),
-        "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped, **metrics,
-        "plan_tokens": plans_r.mask.sum(1).mean().item(), "code_tokens": codes_r.mask.sum(1).mean().item(),
+        "plan_reward_std": rewards.mean(-1).std(-1, unbiased=False).mean().item() if two_roles else None,
+        **metrics, "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
+        "plan_tokens": plans_r.mask.sum(1).mean().item() if two_roles else None,
+        "code_tokens": codes_r.mask.sum(1).mean().item(),
         "truncated_codes": codes_r.truncated.float().mean().item(),
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
-        "time_sample_s": t1 - t0, "time_sandbox_s": t2 - t1, "time_update_s": t3 - t2,
+        **{f"time_{k}_s": v for k, v in clock.s.items()}, "time_step_s": step_s,
     }, samples
 
 
-def sft(policy, tok, problems, role, args, optimizer):
-    """Cold-start SFT of one role: cross-entropy on the reference plan / solution tokens."""
-    policy.set_adapter(role)
-    for g in optimizer.param_groups:
-        g["lr"] = args.sft_lr
-    pool = [p for p in problems if p.plan and p.solution]
-    for _ in tqdm(range(args.sft_steps), desc=f"sft {role}", dynamic_ncols=True):
-        batch = random.sample(pool, min(args.sft_batch, len(pool)))
-        chats = [planner.messages(p) if role == "planner" else coder.messages(p, p.plan) for p in batch]
-        targets = [planner.sft_target(p) if role == "planner" else coder.sft_target(p) for p in batch]
-        r = rollout.from_texts(tok, chats, targets, next(policy.parameters()).device)
-        loss = -(rollout.logprobs(policy, r) * grpo.loss_weights(r.mask, "token")).sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], args.max_grad_norm)
-        optimizer.step()
-    for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
-        g["lr"] = args.lr
+def print_profile(rows: list):
+    """The --profile table: mean seconds per GRPO step of each phase, and what they add up to."""
+    phases = [f"time_{p}_s" for p in PHASES if any(f"time_{p}_s" in m for m in rows)]
+    step = sum(m["time_step_s"] for m in rows) / len(rows)
+    print(f"\nprofile: mean over {len(rows)} GRPO steps\n{'phase':26} {'s/step':>8} {'share':>7}")
+    total = 0.0
+    for k in phases:
+        v = sum(m.get(k, 0.0) for m in rows) / len(rows)
+        total += v
+        print(f"{k[5:-2]:26} {v:8.2f} {100 * v / step:6.1f}%")
+    print(f"{'sum of phases':26} {total:8.2f} {100 * total / step:6.1f}%\n{'step wall time':26} {step:8.2f} {100.0:6.1f}%")
 
 
 def save_adapters(policy, run_dir: Path):
@@ -258,6 +314,8 @@ def main(argv=None):
         raise SystemExit(f"error: {e}") from None
     base, tok = models.load_base(args.model, device, quant)
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
+    if args.init:
+        models.init_role_adapters(policy, args.init, args.roles)
     lora = [p for n, p in policy.named_parameters() if "lora_" in n]  # both roles' adapters
     optimizer = torch.optim.AdamW(lora, lr=args.lr, weight_decay=0.0)
 
@@ -267,23 +325,31 @@ def main(argv=None):
     print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  "
           f"problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}")
 
-    for role in args.train_roles if args.sft_steps > 0 else []:
-        sft(policy, tok, problems, role, args, optimizer)
-
-    bar = tqdm(range(1, args.steps + 1), desc="grpo", dynamic_ncols=True)
+    rows, bad = [], 0
     with open(run_dir / "metrics.jsonl", "a") as metrics_file, open(run_dir / "samples.jsonl", "a") as samples_file:
-        for step in bar:
+        for role in args.roles if args.sft_steps > 0 else []:
+            sft.train(policy, tok, problems, role, args, optimizer, metrics_file)
+        for step in tqdm(range(1, args.steps + 1), desc="grpo", dynamic_ncols=True):
             batch = random.sample(problems, min(args.problems_per_step, len(problems)))
-            t = time.perf_counter()
             m, samples = grpo_step(policy, tok, batch, args, optimizer)
-            m = {"step": step, **m, "time_s": time.perf_counter() - t}
+            m = {"phase": "grpo", "step": step, **m}
+            rows.append(m)
             metrics_file.write(json.dumps(m) + "\n")
             metrics_file.flush()
             samples_file.write("".join(json.dumps({"step": step, **s}) + "\n" for s in samples))
             samples_file.flush()
-            bar.set_postfix(reward=f"{m['reward']:.3f}", passed=f"{m['pass_all']:.2f}")
-            if step % args.save_every == 0 or step == args.steps:
+            tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  "
+                       f"{m['time_step_s']:.0f} s")
+            bad = bad + 1 if m["skipped_updates"] else 0
+            if bad == 3:  # a diverged run: keep what it had, say so, stop
                 save_adapters(policy, run_dir)
+                raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
+                                    f"stopped, adapters saved in {run_dir / 'adapters'} (try a lower --lr)")
+            if step % args.save_every == 0:
+                save_adapters(policy, run_dir)
+    save_adapters(policy, run_dir)
+    if args.profile and rows:
+        print_profile(rows)
     print(f"done: adapters in {run_dir / 'adapters'}, metrics in {run_dir / 'metrics.jsonl'}")
     return run_dir
 
@@ -291,7 +357,7 @@ def main(argv=None):
 def cli():
     try:
         main()
-    except (models.ModelError, data.DataError) as e:
+    except (models.ModelError, data.DataError, TrainingError) as e:
         sys.exit(f"error: {e}")
     except KeyboardInterrupt:
         sys.exit("interrupted")

@@ -31,7 +31,7 @@ def test_malformed_jsonl_names_file_and_line(tmp_path):
 
 def test_eval_rejects_k_above_n():
     p = run("eval.py", "--k", "5")
-    assert p.returncode == 2 and "pass@5 needs --n >= 5" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "pass@5 needs --n-samples >= 5" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_missing_embedded_package_is_one_clear_error(monkeypatch, tmp_path):
@@ -68,6 +68,8 @@ def test_train_two_steps_embedded_4bit(tmp_path):
             "--sft-batch", "2", "--out", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["phase"], m.get("role")) for m in lines[:2]] == [("sft", "planner"), ("sft", "coder")]
+    lines = lines[2:]
     assert [m["step"] for m in lines] == [1, 2]
     assert all(sum(m["verdicts"].values()) == 4 and 0 <= m["reward"] <= 1 for m in lines)
     cfg = json.loads((out / "config.json").read_text())
@@ -80,18 +82,32 @@ def test_train_two_steps_embedded_4bit(tmp_path):
         assert any(f"lora_A.{role}" in n for n, _ in adapter.named_parameters())
         base = adapter.unload()
     assert not (out / "adapters.tmp").exists()
+    # the comparison command of README on this run: base direct, base plan, the run (plan mode)
+    probs = tmp_path / "p.jsonl"
+    probs.write_text(json.dumps(ADD) + "\n")
+    p = run("eval.py", "--compare", f"core={out}", "--datasets", f"{probs},val#1", "--max-plan-tokens", "8",
+            "--max-code-tokens", "16", "--out", str(tmp_path / "cmp"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads((tmp_path / "cmp" / "results.json").read_text())
+    assert [s["name"] for s in res["systems"]] == ["base direct", "base plan", "core"]
+    assert [s["mode"] for s in res["systems"]] == ["direct", "plan", "plan"]
+    assert [len(res["results"][d]["core"]["problems"]) for d in (str(probs), "val#1")] == [1, 1]
+    md = (tmp_path / "cmp" / "results.md").read_text()
+    assert md.startswith(f"| system | mode | {probs} pass@1 |") and "\n| core | plan | " in md
+
+
+ADD = {"task_id": "x/0", "prompt": "def add(a: int, b: int) -> int:\n    \"\"\"Return a + b.\"\"\"\n",
+       "entry_point": "add", "tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-1, 1) == 0"]}
 
 
 def test_eval_on_a_tiny_file(tmp_path):
     probs = tmp_path / "p.jsonl"
-    probs.write_text(json.dumps({"task_id": "x/0", "prompt": "def add(a: int, b: int) -> int:\n    \"\"\"Return a + b.\"\"\"\n",
-                                 "entry_point": "add", "tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0",
-                                                                 "assert add(-1, 1) == 0"]}) + "\n")
+    probs.write_text(json.dumps(ADD) + "\n")
     out = tmp_path / "e.json"
     p = run("eval.py", "--dataset", str(probs), "--max-code-tokens", "64", "--out", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
     rep = json.loads(out.read_text())
-    row = rep["rows"][0]
-    assert (row["system"], row["mode"], len(row["problems"])) == ("base", "direct", 1)
+    row = rep["results"][str(probs)]["base direct"]
+    assert (row["mode"], len(row["problems"]), sum(row["verdicts"].values())) == ("direct", 1, 1)
     assert row["pass@1"] == row["problems"][0]["passed"]  # n = 1: pass@1 is the pass fraction
-    assert f"{100 * row['pass@1']:7.1f}%" in p.stdout
+    assert f"| base direct | direct | {100 * row['pass@1']:.1f} |" in p.stdout

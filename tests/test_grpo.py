@@ -95,6 +95,8 @@ def test_grpo_loss_reinforce_gradient_and_zero_kl_at_start():  # known bug 6
 
 
 def test_grpo_loss_clipping_and_k3_kl_values():
+    """Catches: clip applied as max instead of min (pessimistic bound), eps_high ignored, k3 with the
+    sign of d flipped (exp(-d) + d - 1 gives 0.193147, not 0.306853)."""
     old = torch.zeros(1, 2)
     logp = torch.log(torch.tensor([[1.5, 0.5]]))  # ratios 1.5 and 0.5
     ref = logp + math.log(2.0)  # d = log 2 -> k3 = 2 - log 2 - 1 = 0.306853
@@ -120,3 +122,58 @@ def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
     assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == pytest.approx([1.25, 1.0, 0.5, 1.0])
     args = train.get_args(["--reward", "all_pass"])
     assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == [1.0, 1.0, 0.0, 1.0]
+
+
+def test_docstring_example_three_token_clipped_loss():  # issue 4, test 11 (grpo_loss docstring)
+    """rho = [0.5, 1, 1.5], w = 1/3, eps 0.2 / 0.28: L = -0.926667 (A = +1) and 1.1 (A = -1).
+    Catches: clipping both sides with eps_low (A = +1 would give -(0.5 + 1 + 1.2) / 3 = -0.9),
+    unclipped surrogate (-1.0 and 1.0), a per-sequence sum instead of token weights (x3)."""
+    old = torch.zeros(1, 3)
+    logp = torch.log(torch.tensor([[0.5, 1.0, 1.5]]))
+    w = torch.full((1, 3), 1 / 3)
+    pos, _ = grpo.grpo_loss(logp, old, logp, torch.tensor([1.0]), w, 0.2, 0.28, beta=0.0)
+    neg, _ = grpo.grpo_loss(logp, old, logp, torch.tensor([-1.0]), w, 0.2, 0.28, beta=0.0)
+    assert pos.item() == pytest.approx(-(0.5 + 1 + 1.28) / 3, rel=1e-6)  # -0.926667
+    assert neg.item() == pytest.approx((0.8 + 1 + 1.5) / 3, rel=1e-6)  # 1.1
+    sym, _ = grpo.grpo_loss(logp, old, logp, torch.tensor([1.0]), w, 0.2, None, beta=0.0)
+    assert sym.item() == pytest.approx(-(0.5 + 1 + 1.2) / 3, rel=1e-6)  # epsilon_high defaults to epsilon
+
+
+def test_docstring_example_two_plans_two_codes():  # issue 4, test 11 (module docstring of grpo.py)
+    """r = [[1, 0], [0, 0]]. Catches: a Coder baseline over the whole problem when 'plan' is asked
+    (gives 1.73165 / -0.57722), a Planner credited with the sum (R^P = [1, 0] -> 0.9998 under
+    'mean'), std with Bessel's correction (0.5/0.7072 = 0.70701), std added without EPS."""
+    r = torch.tensor([[[1.0, 0.0], [0.0, 0.0]]])
+    ok, plan_ok = torch.ones(1, 2, 2, dtype=torch.bool), torch.ones(1, 2, dtype=torch.bool)
+    a_c, z_c = grpo.coder_advantages(r, ok, "plan")
+    assert a_c.flatten().tolist() == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0, 0.0], rel=1e-6)
+    assert a_c[0, 1].tolist() == [0.0, 0.0] and z_c.tolist() == [[False, True]]
+    a_p, _ = grpo.planner_advantages(r, ok, plan_ok, "mean")
+    assert a_p.flatten().tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501], rel=1e-6)  # +-0.99960
+    a_max, _ = grpo.planner_advantages(r, ok, plan_ok, "max")
+    assert a_max.flatten().tolist() == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001], rel=1e-6)  # +-0.99980
+    a_pb, _ = grpo.coder_advantages(r, ok, "problem")
+    std = math.sqrt(0.1875)
+    assert a_pb.flatten().tolist() == pytest.approx([0.75 / (std + 1e-4)] + [-0.25 / (std + 1e-4)] * 3, rel=1e-6)
+    # --scale-rewards none (Dr. GRPO): r - mean, no division
+    assert grpo.coder_advantages(r, ok, "plan", scale=False)[0].flatten().tolist() == [0.5, -0.5, 0.0, 0.0]
+    assert grpo.planner_advantages(r, ok, plan_ok, "mean", scale=False)[0].flatten().tolist() == [0.25, -0.25]
+    with pytest.raises(ValueError):
+        grpo.planner_advantages(r, ok, plan_ok, "sum")
+    with pytest.raises(ValueError):
+        grpo.coder_advantages(r, ok, "plans")
+
+
+def test_empty_plan_or_code_does_not_change_the_others():  # known bug 10, issue 4 test 10
+    """Planner group [1, 0, <empty plan>] and a Coder group with an empty code must give the others the
+    advantages of the group without it. Catches: an empty completion scored as reward 0 in the mean
+    (plans would get 0.6667/-0.3333 -> different A)."""
+    r = torch.tensor([[[1.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    ok = torch.ones(1, 3, 2, dtype=torch.bool)
+    with_empty, _ = grpo.planner_advantages(r, ok, torch.tensor([[True, True, False]]))
+    without, _ = grpo.planner_advantages(r[:, :2], ok[:, :2], torch.tensor([[True, True]]))
+    assert with_empty[0, :2].tolist() == without[0].tolist() and with_empty[0, 2].item() == 0.0
+    code_ok = torch.tensor([[[True, True, False]]])
+    a, _ = grpo.coder_advantages(torch.tensor([[[1.0, 0.0, 0.0]]]), code_ok)
+    b, _ = grpo.coder_advantages(torch.tensor([[[1.0, 0.0]]]), torch.ones(1, 1, 2, dtype=torch.bool))
+    assert a[0, 0, :2].tolist() == b[0, 0].tolist() and a[0, 0, 2].item() == 0.0

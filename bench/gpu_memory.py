@@ -1,0 +1,122 @@
+"""Peak memory of one two-role GRPO step with a Qwen2.5-Coder-1.5B-shaped policy (4-bit NF4 base).
+
+    python bench/gpu_memory.py                                # CUDA: the 1.5B shape, NF4, bf16 compute
+    python bench/gpu_memory.py --device cpu --small           # a check on CPU: tiny config, float32
+    python bench/gpu_memory.py --num-plans 8 --max-code-tokens 256   # any train.py flag sets the step
+
+Checks the README's claim that training fits a consumer GPU, without a download: the model has
+Qwen2.5-Coder-1.5B's shape (hidden 1536, 28 layers, 12 query / 2 KV heads, MLP 8960, vocab
+151936, tied embeddings, rope theta 1e6) and random weights; memory does not depend on the values.
+It is built in bf16, saved to a temp folder and loaded back through models.load_base exactly as
+train.py loads a model (CUDA: NF4 double-quant, bf16 compute), both LoRA adapters added, AdamW on
+their weights; then one train.grpo_step at train.py's default shape (2 problems x 4 plans x 2
+codes, 48 plan / 128 code tokens), every completion forced to its full length (the worst case).
+The embedded SmolLM2 tokenizer stands in for Qwen's: its ids fit the vocab; sampled ids beyond it
+decode to nothing, so programs are empty and the sandbox is quick, which changes no tensor size.
+
+Printed, in GiB (2^30 bytes). CUDA: torch.cuda.memory_allocated after load (weights) and after
+adapters + optimizer, torch.cuda.max_memory_allocated during the step (tensors), and
+max_memory_reserved (what the caching allocator held, closer to what nvidia-smi shows).
+CPU: the process's VmRSS after load and VmHWM (peak RSS) after the step, both including
+Python, torch and the libraries (about 0.4 GiB).
+"""
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GiB = 2**30
+
+
+def qwen_config(tok, small: bool):
+    """Qwen2.5-Coder-1.5B's shape (its config.json), or a tiny one (hidden 64, 2 layers) for CPU checks."""
+    from transformers import Qwen2Config
+
+    shape = (dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=128, vocab_size=len(tok)) if small else
+             dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+                  intermediate_size=8960, vocab_size=151936))
+    return Qwen2Config(**shape, tie_word_embeddings=True, max_position_embeddings=32768, rms_norm_eps=1e-6,
+                       rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+
+
+def save_random_model(config, tok, folder, device="cpu", dtype=torch.bfloat16):
+    """A randomly initialised causal LM of `config`, written with `tok` as a normal HF folder."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    with torch.device(device):  # on CUDA the random init runs on the GPU (seconds, not minutes)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+def rss_gib(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of this process, GiB."""
+    line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith(field + ":"))
+    return int(line.split()[1]) * 1024 / GiB  # kB
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="other flags go to train.get_args")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--small", action="store_true", help="tiny config (hidden 64, 2 layers) for a CPU check")
+    ap.add_argument("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
+    a, train_flags = ap.parse_known_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: --device cuda but torch sees no CUDA GPU (on CPU: --device cpu --small)")
+    import data  # after the device check, so that it fails within a second
+    import models
+    import train
+    from grpo_bench import force_full_length  # bench/ is on sys.path: this file's folder
+
+    args = train.get_args(train_flags + ["--device", a.device])
+    quant = models.default_quant(a.device) if a.quant == "auto" else a.quant
+    cuda = a.device == "cuda"
+    tok = models.load_tokenizer(str(models.embedded_folder()))
+    config = qwen_config(tok, a.small)
+
+    with tempfile.TemporaryDirectory() as folder:
+        save_random_model(config, tok, folder, a.device, torch.bfloat16 if cuda else torch.float32)
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            base, tok = models.load_base(folder, a.device, quant)
+        except models.ModelError as e:
+            sys.exit(f"error: {e}")
+    rows = [("weights (get_memory_footprint)", base.get_memory_footprint() / GiB)]
+    rows.append(("after load, allocated" if cuda else "after load, RSS",
+                 torch.cuda.memory_allocated() / GiB if cuda else rss_gib("VmRSS")))
+    policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
+    optimizer = torch.optim.AdamW([p for n, p in policy.named_parameters() if "lora_" in n], lr=args.lr)
+    if cuda:
+        rows.append(("+ adapters, allocated", torch.cuda.memory_allocated() / GiB))
+        torch.cuda.reset_peak_memory_stats()
+
+    force_full_length()
+    problems = data.load(args.train_data)[:args.problems_per_step]
+    m, _ = train.grpo_step(policy, tok, problems, args, optimizer)
+    if cuda:
+        rows += [("peak during step, allocated", torch.cuda.max_memory_allocated() / GiB),
+                 ("peak during step, reserved", torch.cuda.max_memory_reserved() / GiB)]
+    else:
+        rows.append(("peak during step, peak RSS", rss_gib("VmHWM")))
+
+    shape = "small (hidden 64, 2 layers)" if a.small else "Qwen2.5-Coder-1.5B"
+    print(f"{shape}, {a.device}, quant {quant}; one step: {len(problems)} problems x {args.num_plans} plans "
+          f"x {args.codes_per_plan} codes; tokens per plan {m['plan_tokens']:.0f}, per code {m['code_tokens']:.0f}; "
+          f"{m['time_step_s']:.1f} s")
+    print(f"{'memory':32} {'GiB':>7}")
+    for name, gib in rows:
+        print(f"{name:32} {gib:7.3f}")
+
+
+if __name__ == "__main__":
+    main()
