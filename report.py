@@ -70,13 +70,13 @@ def plot_curves(run_dirs: list, out_png: Path) -> str:
         return "curves skipped: matplotlib is not installed (pip install matplotlib)"
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4 * len(CURVES), 3.2))
     drawn = set()
-    for run in map(Path, run_dirs):
+    for i, run in enumerate(map(Path, run_dirs)):
         lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
         steps = [m for m in lines if m.get("phase", "grpo") == "grpo"]
         for ax, (key, title) in zip(axes, CURVES):
             pts = [(m["step"], m[key]) for m in steps if m.get(key) is not None]
             if pts:
-                ax.plot(*zip(*pts), marker="o", label=run.name)
+                ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=run.name)  # one colour per run
                 drawn.add(key)
             ax.set_title(title)
             ax.set_xlabel("GRPO step")

@@ -76,7 +76,7 @@ def get_args(argv=None):
     a("--sft-lr", type=float, default=2e-4)
     a("--lora-r", type=int, default=16)
     a("--lora-alpha", type=int, default=32)
-    a("--micro-batch", type=int, default=8, help="rows per forward/backward")
+    a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
     a("--max-grad-norm", type=float, default=1.0)
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")

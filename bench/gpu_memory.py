@@ -7,16 +7,18 @@
 Checks the README's claim that training fits a consumer GPU, without a download: the model has
 Qwen2.5-Coder-1.5B's shape (hidden 1536, 28 layers, 12 query / 2 KV heads, MLP 8960, vocab
 151936, tied embeddings, rope theta 1e6) and random weights; memory does not depend on the values.
-It is built in bf16, saved to a temp folder and loaded back through models.load_base exactly as
-train.py loads a model (CUDA: NF4 double-quant, bf16 compute), both LoRA adapters added, AdamW on
-their weights; then one train.grpo_step at train.py's default shape (2 problems x 4 plans x 2
-codes, 48 plan / 128 code tokens), every completion forced to its full length (the worst case).
-The embedded SmolLM2 tokenizer stands in for Qwen's: its ids fit the vocab; sampled ids beyond it
-decode to nothing, so programs are empty and the sandbox is quick, which changes no tensor size.
+It is built with random weights (bf16 on CUDA, float32 on CPU), saved to a temp folder and loaded
+back through models.load_base exactly as train.py loads a model (CUDA: NF4 double-quant, bf16
+compute), both LoRA adapters added, AdamW on their weights; then one train.grpo_step at train.py's
+default shape (2 problems x 4 plans x 2 codes, 48 plan / 128 code tokens; other train.py flags
+change it), every completion forced to its full length (the worst case). The embedded SmolLM2
+tokenizer stands in for Qwen's: its ids fit the vocab, and sampled ids beyond it decode to
+nothing, so programs are nonsense and the sandbox is quick; no tensor changes size.
 
-Printed, in GiB (2^30 bytes). CUDA: torch.cuda.memory_allocated after load (weights) and after
-adapters + optimizer, torch.cuda.max_memory_allocated during the step (tensors), and
-max_memory_reserved (what the caching allocator held, closer to what nvidia-smi shows).
+Printed, in GiB (2^30 bytes): the weights' own size (model.get_memory_footprint()), then
+CUDA: torch.cuda.max_memory_allocated while loading and memory_allocated after it and after
+adding the adapters; max_memory_allocated during the step (tensors) and max_memory_reserved
+(what the caching allocator held, closer to what nvidia-smi shows).
 CPU: the process's VmRSS after load and VmHWM (peak RSS) after the step, both including
 Python, torch and the libraries (about 0.4 GiB).
 """
@@ -92,8 +94,11 @@ def main():
         except models.ModelError as e:
             sys.exit(f"error: {e}")
     rows = [("weights (get_memory_footprint)", base.get_memory_footprint() / GiB)]
-    rows.append(("after load, allocated" if cuda else "after load, RSS",
-                 torch.cuda.memory_allocated() / GiB if cuda else rss_gib("VmRSS")))
+    if cuda:
+        rows += [("peak during load, allocated", torch.cuda.max_memory_allocated() / GiB),
+                 ("after load, allocated", torch.cuda.memory_allocated() / GiB)]
+    else:
+        rows.append(("after load, RSS", rss_gib("VmRSS")))
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
     optimizer = torch.optim.AdamW([p for n, p in policy.named_parameters() if "lora_" in n], lr=args.lr)
     if cuda:
@@ -110,9 +115,9 @@ def main():
         rows.append(("peak during step, peak RSS", rss_gib("VmHWM")))
 
     shape = "small (hidden 64, 2 layers)" if a.small else "Qwen2.5-Coder-1.5B"
+    plans = f"tokens per plan {m['plan_tokens']:.0f}, " if m["plan_tokens"] is not None else ""
     print(f"{shape}, {a.device}, quant {quant}; one step: {len(problems)} problems x {args.num_plans} plans "
-          f"x {args.codes_per_plan} codes; tokens per plan {m['plan_tokens']:.0f}, per code {m['code_tokens']:.0f}; "
-          f"{m['time_step_s']:.1f} s")
+          f"x {args.codes_per_plan} codes; {plans}per code {m['code_tokens']:.0f}; {m['time_step_s']:.1f} s")
     print(f"{'memory':32} {'GiB':>7}")
     for name, gib in rows:
         print(f"{name:32} {gib:7.3f}")

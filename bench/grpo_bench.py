@@ -1,7 +1,7 @@
 """Wall time and memory of one GRPO step: ours (train.grpo_step) against TRL's GRPOTrainer.
 
-    python bench/grpo_bench.py                          # ours, TRL, ours2role, x2 repetitions (~15 min on 2 cores)
-    python bench/grpo_bench.py --quick --systems ours   # smoke test: 8 tokens, 1 step (seconds)
+    python bench/grpo_bench.py                          # ours, TRL, ours2role; 2 repetitions of 1 + 3 steps
+    python bench/grpo_bench.py --quick --systems ours   # smoke test: 8 tokens, 1 step, no warm-up
 
 TRL lives in its own environment; no product file imports it:
     python -m venv --system-site-packages /tmp/trlvenv && /tmp/trlvenv/bin/pip install -r bench/requirements.txt
@@ -43,7 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import models  # noqa: E402
+import torch  # noqa: E402
 
+GROUP = 8  # completions per problem and step, both systems
 LORA_R, LORA_ALPHA, BETA, LR, TEMPERATURE, TOP_P, SANDBOX_TIMEOUT_S = 16, 32, 0.04, 2e-4, 1.0, 0.95, 4.0
 
 
@@ -73,24 +75,21 @@ def force_full_length():
 
 def worker_ours(a, two_roles: bool) -> dict:
     """Warm-up + counted train.grpo_step calls; every completion forced to its full token budget."""
-    import torch
-
     import data
     import train
 
     torch.manual_seed(0)
-    shape = ["--num-plans", "2", "--codes-per-plan", "4"] if two_roles else ["--num-plans", "8", "--codes-per-plan", "1"]
-    args = train.get_args(["--roles", "planner,coder" if two_roles else "coder", "--problems-per-step", "1",
-                           *shape, "--max-plan-tokens", str(a.plan_tokens), "--max-code-tokens", str(a.code_tokens),
-                           "--beta", str(BETA), "--temperature", str(TEMPERATURE), "--top-p", str(TOP_P),
-                           "--lr", str(LR), "--lora-r", str(LORA_R), "--lora-alpha", str(LORA_ALPHA),
-                           "--sandbox-timeout", str(SANDBOX_TIMEOUT_S)])
+    G, M = (2, GROUP // 2) if two_roles else (GROUP, 1)  # plans x codes per plan
+    flags = {"--roles": "planner,coder" if two_roles else "coder", "--problems-per-step": 1, "--num-plans": G,
+             "--codes-per-plan": M, "--max-plan-tokens": a.plan_tokens, "--max-code-tokens": a.code_tokens,
+             "--beta": BETA, "--temperature": TEMPERATURE, "--top-p": TOP_P, "--lr": LR, "--lora-r": LORA_R,
+             "--lora-alpha": LORA_ALPHA, "--sandbox-timeout": SANDBOX_TIMEOUT_S}
+    args = train.get_args([str(x) for kv in flags.items() for x in kv])
     force_full_length()
     base, tok = models.load_base(a.model, "cpu", "none")
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
     optimizer = torch.optim.AdamW([p for n, p in policy.named_parameters() if "lora_" in n], lr=args.lr)
     problem = data.load("train")[0]
-    G, M = args.num_plans, args.codes_per_plan
     steps, tokens, phases = [], [], []
     for i in range(a.warmup + a.steps):
         m, _ = train.grpo_step(policy, tok, [problem], args, optimizer)
@@ -130,12 +129,12 @@ def worker_trl(a) -> dict:
 
         def on_log(self, args, state, control, logs=None, **kw):  # logging_steps=1: one log per step
             if logs and "completions/mean_length" in logs:
-                tokens.append(logs["completions/mean_length"] * 8)
+                tokens.append(logs["completions/mean_length"] * GROUP)
 
     n = a.warmup + a.steps
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig(
-            output_dir=out, num_generations=8, per_device_train_batch_size=8, gradient_accumulation_steps=1,
+            output_dir=out, num_generations=GROUP, per_device_train_batch_size=GROUP, gradient_accumulation_steps=1,
             max_completion_length=a.code_tokens, generation_kwargs={"min_new_tokens": a.code_tokens},
             beta=BETA, num_iterations=1, temperature=TEMPERATURE, top_p=TOP_P, learning_rate=LR,
             use_cpu=True, bf16=False, fp16=False, report_to="none", logging_steps=1, max_steps=n,
@@ -163,7 +162,8 @@ def launch(system: str, a) -> dict:
 
 def print_table(results: dict):
     """One row per system, then the ratios ours/TRL; results: system -> list of worker dicts."""
-    print(f"\n{'system':10} {'median s':>8} {'min-max s':>13} {'peak RSS GiB':>13} {'tokens/step':>12} {'gen tok/s':>10}")
+    print(f"\n{'system':10} {'median s':>8} {'min-max s':>13} {'peak RSS GiB':>13} {'tokens/step':>12} "
+          f"{'gen tok/s':>10}")
     rows = {}
     for system, runs in results.items():
         steps = [s for r in runs for s in r["step_s"]]  # seconds, every counted step of every repetition
@@ -182,7 +182,7 @@ def print_table(results: dict):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=models.EMBEDDED, help="the same model for all systems: a local HF folder")
+    ap.add_argument("--model", default=models.EMBEDDED, help="the same for all systems (models.resolve)")
     ap.add_argument("--systems", default="ours,trl,ours2role", help="comma-separated: ours, trl, ours2role")
     ap.add_argument("--reps", type=int, default=2, help="fresh-process repetitions of each system")
     ap.add_argument("--steps", type=int, default=3, help="counted steps per repetition")
@@ -206,7 +206,7 @@ def main():
               "running our rows only")
         systems.remove("trl")
     print(f"{a.reps} repetitions x ({a.warmup} warm-up + {a.steps} counted steps); completions forced to "
-          f"{a.code_tokens} code / {a.plan_tokens} plan tokens; CPU threads per worker: torch default")
+          f"{a.code_tokens} code / {a.plan_tokens} plan tokens; {torch.get_num_threads()} torch threads")
     results = {s: [] for s in systems}
     for rep in range(a.reps):
         for s in systems:

@@ -2,7 +2,7 @@
 
 Each runs as a subprocess, as a user would run it; the checks read the printed tables.
 """
-import re
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +25,10 @@ def test_gpu_memory_small_on_cpu():
               "--max-plan-tokens", "8", "--max-code-tokens", "8")
     assert "1 problems x 4 plans x 2 codes" in out  # train.py's default group sizes
     assert "tokens per plan 8, per code 8" in out  # every completion forced to its full budget
-    gib = {name.strip(): float(v) for name, v in re.findall(r"^(\D+?)\s+(\d+\.\d+)$", out, re.M)}
-    weights, loaded, peak = gib["weights (get_memory_footprint)"], gib["after load, RSS"], gib["peak during step, peak RSS"]
+    table = out.split("GiB\n", 1)[1].splitlines()  # "<what>   <GiB>" rows after the header
+    gib = {name: float(v) for name, v in (row.rsplit(maxsplit=1) for row in table)}
+    weights, loaded = gib["weights (get_memory_footprint)"], gib["after load, RSS"]
+    peak = gib["peak during step, peak RSS"]
     assert 0 < weights < 0.05  # ~3.2M float32 parameters (the 49152 x 64 embedding, tied) = 0.012 GiB
     assert weights < loaded <= peak < 4
 
@@ -36,7 +38,8 @@ def test_gpu_memory_says_no_gpu_in_one_line():
     p = subprocess.run([sys.executable, "bench/gpu_memory.py", "--device", "cuda"], cwd=ROOT, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 1
-    assert p.stderr.strip().startswith("error:") and "no CUDA GPU" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    message = p.stderr.strip()
+    assert message.startswith("error:") and "no CUDA GPU" in message and len(message.splitlines()) == 1
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +62,12 @@ def test_grpo_bench_quick_runs_our_rows(tiny_model_folder):
         median_s, span, rss, tokens_per_step, tok_s = rows[system]
         assert float(tokens_per_step) == tokens  # --quick forces 8 new tokens per completion
         assert float(median_s) > 0 and 0.1 < float(rss) < 4
-        assert float(tok_s) == pytest.approx(tokens / float(median_s), rel=0.01)
+        assert float(tok_s) == pytest.approx(tokens / float(median_s), rel=0.05)  # from the rounded median
     assert "code_generation" in out and "plan_generation" in out  # the phase tables of both rows
     assert "step wall time" in out
 
 
-@pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import trl"], capture_output=True).returncode == 0,
-                    reason="trl is installed here")
+@pytest.mark.skipif(importlib.util.find_spec("trl") is not None, reason="trl is installed here")
 def test_grpo_bench_without_trl_says_how_to_install():
     out = run("bench/grpo_bench.py", "--quick", "--systems", "trl")
     assert "pip install -r bench/requirements.txt" in out
