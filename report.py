@@ -34,16 +34,16 @@ def efficiency(rows: dict) -> tuple[dict, int]:
 def markdown(results: dict) -> str:
     """The table: one row per system, for each dataset pass@k, then ms / MiB on common problems."""
     ks, datasets = results["ks"], list(results["results"])
-    head, common = ["system", "mode"], {}
+    head, eff, common = ["system", "mode"], {}, {}
     for d in datasets:
-        eff, common[d] = efficiency(results["results"][d])
+        eff[d], common[d] = efficiency(results["results"][d])
         head += [f"{d} pass@{k}" for k in ks] + [f"{d} ms*", f"{d} MiB*"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in results["systems"]:
         cells = [s["name"], s["mode"]]
         for d in datasets:
             row = results["results"][d][s["name"]]
-            ms, mb = efficiency(results["results"][d])[0][s["name"]]
+            ms, mb = eff[d][s["name"]]
             cells += [f"{100 * row[f'pass@{k}']:.1f}" for k in ks]
             cells += ["–" if ms is None else f"{ms:.0f}", "–" if mb is None else f"{mb:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
