@@ -32,7 +32,7 @@ import planner
 import report
 import rollout
 import sandbox
-from stats import pass_at_k  # noqa: F401  (eval.pass_at_k: the unbiased estimator, Chen et al. 2021)
+from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
 
 
 def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -> tuple[list, dict]:
