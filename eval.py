@@ -9,6 +9,9 @@ Mode 'direct': the Coder writes code from the problem alone; 'plan': the Planner
 and the Coder follows it. --compare evaluates base direct, base plan and each run in its own mode
 (plan for a Planner+Coder run, direct for a single-agent `--roles coder` run) on every dataset, then
 report.py writes results.json, results.md (the paper-style table) and curves.png.
+Each problem's reference solution (our records' `solution`, HumanEval's prompt + canonical solution,
+MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (efficiency.py). The
+JSON keeps one row per problem and system, so intervals and paired tests (stats.py) can be recomputed.
 """
 import argparse
 import json
@@ -16,7 +19,6 @@ import platform
 import sys
 import time
 from contextlib import nullcontext
-from math import prod
 from pathlib import Path
 
 import torch
@@ -24,22 +26,13 @@ from tqdm import tqdm
 
 import coder
 import data
+import efficiency
 import models
 import planner
 import report
 import rollout
 import sandbox
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c pass (Chen et al. 2021, "Evaluating Large
-    Language Models Trained on Code", eq. 1): 1 - C(n-c, k) / C(n, k), computed as the stable
-    product 1 - prod_{i=n-c+1}^{n} (1 - k / i). Raises ValueError when k > n."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} samples per problem, got n={n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
 
 
 def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -> tuple[list, dict]:
@@ -77,58 +70,91 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     return out, {"plan_tokens": mean(plan_tokens), "code_tokens": mean(code_tokens)}
 
 
-def score(problems, programs, ks, args) -> dict:
+def _job(problem, program, timeout_s: float) -> dict:
+    """sandbox.run_many kwargs for one program (Problem.sandbox_job where it exists: I/O problems)."""
+    if hasattr(problem, "sandbox_job"):
+        return problem.sandbox_job(program, timeout_s)
+    return dict(program=program, tests=list(problem.tests), setup=problem.setup, timeout_s=timeout_s)
+
+
+def reference_costs(problems, args) -> list:
+    """Run each problem's reference solution once, as the Coder's programs are run (coder.program).
+
+    Returns [(ET s, MU MiB) or None] per problem (efficiency.program_cost): None when the problem has
+    no solution, the solution fails, or the sandbox gives no per-test timing.
+    """
+    have = [i for i, p in enumerate(problems) if p.solution]
+    jobs = [_job(problems[i], coder.program(problems[i], problems[i].solution), args.sandbox_timeout) for i in have]
+    out = [None] * len(problems)
+    for i, r in zip(have, sandbox.run_many(jobs, workers=args.workers) if jobs else []):
+        out[i] = efficiency.program_cost(r)
+    return out
+
+
+def score(problems, programs, ks, args, refs: list | None = None) -> dict:
     """Run every program in the sandbox.
 
+    refs: [(ET s, MU MiB) or None] per problem from `reference_costs` (None: no normalised figures).
     Returns {'pass@k': mean over problems of the unbiased estimator, 'verdicts': {verdict: count},
-    'problems': [{task_id, passed, verdicts, cpu_ms, peak_mb}]} where cpu_ms / peak_mb are the
-    means over the problem's passing programs (None if none passed): the CPU milliseconds of the
-    sandboxed run (interpreter start included, the same for every system) and its peak RSS (MiB).
+    'problems': [{task_id, passed, verdicts, details, cpu_ms, peak_mb, et_ms, mu_mb, net, nmu, timed,
+    net_gt2, ref_et_ms, ref_mu_mb}]}: cpu_ms / peak_mb are means over the passing programs of the whole
+    sandboxed run (interpreter start included) and its peak RSS; et_ms ... ref_mu_mb are EffiBench's
+    per-test figures (efficiency.problem_row). None where no program passed.
     """
-    jobs = [dict(program=prog, tests=list(p.tests), setup=p.setup, timeout_s=args.sandbox_timeout)
-            for p, progs in zip(problems, programs) for prog in progs]
+    jobs = [_job(p, prog, args.sandbox_timeout) for p, progs in zip(problems, programs) for prog in progs]
     results = iter(sandbox.run_many(jobs, workers=args.workers))
+    refs = refs or [None] * len(problems)
     rows = []
-    for p, progs in zip(problems, programs):
+    for p, progs, ref in zip(problems, programs, refs):
         res = [next(results) for _ in progs]
         ok = [r for r in res if r.verdict == "passed"]
         rows.append({"task_id": p.task_id, "passed": len(ok), "verdicts": [r.verdict for r in res],
                      "details": [r.detail for r in res],
                      "cpu_ms": 1000 * sum(r.cpu_s for r in ok) / len(ok) if ok else None,
-                     "peak_mb": sum(r.peak_rss_mb for r in ok) / len(ok) if ok else None})
+                     "peak_mb": sum(r.peak_rss_mb for r in ok) / len(ok) if ok else None,
+                     **efficiency.problem_row([efficiency.program_cost(r) for r in res], ref)})
     n = len(programs[0]) if programs else 0
     table = {f"pass@{k}": sum(pass_at_k(n, r["passed"], k) for r in rows) / max(len(rows), 1) for k in ks}
     verdicts = [v for r in rows for v in r["verdicts"]]
     return {**table, "verdicts": {v: verdicts.count(v) for v in sandbox.VERDICTS if v in verdicts}, "problems": rows}
 
 
-def run_systems(model, tok, problems, systems, ks, args) -> dict:
-    """{system name: row} for systems [(name, adapters dict | None, mode)] on one problem set."""
+def run_systems(model, tok, problems, systems, ks, args, refs: list | None = None) -> dict:
+    """{system name: row} for systems [(name, adapters dict | None, mode)] on one problem set;
+    refs: the problems' reference costs (see score)."""
     rows = {}
     for name, adapters, mode in systems:
         t = time.perf_counter()
-        programs, stats = generate_programs(model, tok, problems, mode, args, adapters)
+        programs, tokens = generate_programs(model, tok, problems, mode, args, adapters)
         gen_s = time.perf_counter() - t
-        rows[name] = {"mode": mode, **score(problems, programs, ks, args), **stats, "generation_s": gen_s}
+        rows[name] = {"mode": mode, **score(problems, programs, ks, args, refs), **tokens, "generation_s": gen_s}
         print(f"  {name:24} " + " ".join(f"pass@{k} {100 * rows[name][f'pass@{k}']:5.1f}%" for k in ks)
               + f"  ({gen_s:.0f} s)", flush=True)
     return rows
 
 
 def load_runs(model, runs: list) -> tuple:
-    """Attach each run's adapters (names '<i>_<role>') to one base; returns (model, systems)."""
-    systems = []
+    """Attach each run's adapters (names '<i>_<role>') to one base; returns (model, systems, against).
+
+    against: {run system name: [names of the systems it is tested against]}: the base model in the same
+    mode, and the run it started from (its config's --init) when that run is compared too.
+    """
+    systems, inits, paths = [], {}, {}
     for i, spec in enumerate(runs):
         name, _, path = spec.rpartition("=")
         path = Path(path)
         cfg_file = path / "config.json"
         if not cfg_file.exists():
             raise models.ModelError(f"{path} is not a train.py run folder (no config.json)")
-        roles = json.loads(cfg_file.read_text()).get("roles", models.ROLES)
+        cfg = json.loads(cfg_file.read_text())
+        roles = cfg.get("roles", models.ROLES)
         model = models.load_role_adapters(model, path, roles, prefix=f"{i}_")
         mode = "plan" if "planner" in roles else "direct"
         systems.append((name or path.name, {r: f"{i}_{r}" for r in roles}, mode))
-    return model, systems
+        paths[path.resolve()] = systems[-1][0]
+        inits[systems[-1][0]] = Path(cfg["init"]).resolve() if cfg.get("init") else None
+    against = {s: [f"base {m}"] + ([paths[inits[s]]] if inits[s] in paths else []) for s, _, m in systems}
+    return model, systems, against
 
 
 def get_args(argv=None):
@@ -154,6 +180,8 @@ def get_args(argv=None):
     a("--limit", type=int, default=None, help="only the first N problems of each dataset")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])
     a("--quant", default="auto", choices=["auto", "4bit", "none"])
+    a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+      help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
     a("--sandbox-timeout", type=float, default=4.0)
     a("--workers", type=int, default=None)
     a("--out", default=None, help="JSON file, or the folder with --compare (default under runs/)")
@@ -182,21 +210,30 @@ def main(argv=None):
     names = list(datasets)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
-    model, tok = models.load_base(args.model, device, quant)
+    model, tok = models.load_base(args.model, device, quant, dtype=args.dtype)
     systems = [(f"base {m}", None, m) for m in (("direct", "plan") if args.compare else args.modes)]
+    against = {}
     if args.compare or args.adapters:
-        model, runs = load_runs(model, args.compare or [args.adapters])
+        model, runs, against = load_runs(model, args.compare or [args.adapters])
         if args.adapters:  # one run, in every mode asked for
             runs = [(f"trained {m}", runs[0][1], m) for m in args.modes if m == "direct" or "planner" in runs[0][1]]
+            against = {s: [f"base {m}"] for s, _, m in runs}
         systems += runs
+    present = {s for s, _, _ in systems}
+    against = {s: [b for b in bs if b in present] for s, bs in against.items()}  # e.g. base plan not run
     model.eval()
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}",
                "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
-               "systems": [{"name": s, "mode": m, "adapters": a} for s, a, m in systems], "results": {}}
+               "systems": [{"name": s, "mode": m, "adapters": a, "against": against.get(s, [])} for s, a, m in systems],
+               "results": {}, "references": {}}
     t0 = time.perf_counter()
     for d, problems in datasets.items():
         print(f"{d}: {len(problems)} problems, n={args.n}, temperature={args.temperature}")
-        results["results"][d] = run_systems(model, tok, problems, systems, args.ks, args)
+        refs = reference_costs(problems, args)
+        results["references"][d] = {"with_solution": sum(bool(p.solution) for p in problems),
+                                    "timed": sum(r is not None for r in refs)}
+        print(f"  reference solutions: {results['references'][d]['timed']} of {len(problems)} passed with timing")
+        results["results"][d] = run_systems(model, tok, problems, systems, args.ks, args, refs)
     results["wall_s"] = time.perf_counter() - t0
 
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -2,54 +2,95 @@
 
     python report.py runs/compare-<time>/results.json [runs/core runs/coder ...]   # re-render
 
-Table: rows = systems, columns = datasets x (pass@k, median CPU ms and peak MiB of correct code).
-Efficiency is compared on the problems that EVERY system in the table solves (at least one passing
-sample): a system that solves more, harder problems would otherwise look slower.
+Table: one row per system; per dataset, for every k: pass@k (points) with a significance mark and its 95 %
+interval (stats.py: percentile bootstrap over problems, stats.RESAMPLES resamples, seed stats.SEED),
+then EffiBench's efficiency figures (efficiency.py: ET ms, NET, MU MiB, NMU, % of passing programs
+with NET > 2) over the problems that EVERY system in the table solves (at least one passing sample)
+and whose reference solution passed: a system that solves more, harder problems would otherwise
+look slower.
+Marks: each trained system is tested, paired on the same problems, against the base model in its own
+mode (dagger) and, when it is in the table, the run it started from (its --init; double dagger):
+McNemar's exact test when every per-problem score is 0 or 1 (greedy pass@1), else the paired
+bootstrap; the mark means p < stats.ALPHA (two-sided: better or worse; the list below the table
+gives the sign and p).
 """
 import json
-import statistics
 import sys
 from pathlib import Path
 
+import efficiency
+import stats
+
 CURVES = [("reward", "mean reward"), ("pass_all", "pass rate (all tests)"), ("coder_kl", "KL (coder)"),
           ("code_tokens", "code tokens"), ("plan_tokens", "plan tokens")]
+MARKS = ["†", "‡"]  # dagger: vs the base model in the same mode; double dagger: vs its --init run
+EFF_COLS = [("et_ms", "ET ms*", "{:.2f}", 1), ("net", "NET*", "{:.2f}", 1), ("mu_mb", "MU MiB*", "{:.2f}", 1),
+            ("nmu", "NMU*", "{:.2f}", 1), ("slow_share", "NET>2 %*", "{:.1f}", 100)]
 
 
-def efficiency(rows: dict) -> tuple[dict, int]:
-    """Median CPU ms and peak MiB per system over the commonly solved problems.
+def _aligned(rows: dict, a: str, b: str, k: int) -> tuple[list, list]:
+    """Per-problem pass@k of systems a and b on the problems both were run on, in one order."""
+    sa = dict(zip((p["task_id"] for p in rows[a]["problems"]), stats.problem_scores(rows[a]["problems"], k)))
+    sb = dict(zip((p["task_id"] for p in rows[b]["problems"]), stats.problem_scores(rows[b]["problems"], k)))
+    ids = [t for t in sa if t in sb]
+    return [sa[t] for t in ids], [sb[t] for t in ids]
 
-    rows: {system: eval row with 'problems': [{task_id, cpu_ms, peak_mb}]}, cpu_ms None = unsolved.
-    Returns ({system: (median ms, median MiB) or (None, None)}, number of common problems).
-    """
-    solved = [{p["task_id"] for p in r["problems"] if p["cpu_ms"] is not None} for r in rows.values()]
-    common = set.intersection(*solved) if solved else set()
+
+def significance(results: dict) -> dict:
+    """{(dataset, system, reference system, k): stats.paired_test result} for every tested pair."""
     out = {}
-    for name, r in rows.items():
-        ps = [p for p in r["problems"] if p["task_id"] in common]
-        out[name] = ((statistics.median(p["cpu_ms"] for p in ps), statistics.median(p["peak_mb"] for p in ps))
-                     if ps else (None, None))
-    return out, len(common)
+    for d, rows in results["results"].items():
+        for s in results["systems"]:
+            for ref in s.get("against", []):
+                if s["name"] in rows and ref in rows:
+                    for k in results["ks"]:
+                        out[d, s["name"], ref, k] = stats.paired_test(*_aligned(rows, ref, s["name"], k))
+    return out
 
 
 def markdown(results: dict) -> str:
-    """The table: one row per system, for each dataset pass@k, then ms / MiB on common problems."""
+    """The table (module docstring), then the paired tests, verdicts, tokens and generation times."""
     ks, datasets = results["ks"], list(results["results"])
     head, eff, common = ["system", "mode"], {}, {}
     for d in datasets:
-        eff[d], common[d] = efficiency(results["results"][d])
-        head += [f"{d} pass@{k}" for k in ks] + [f"{d} ms*", f"{d} MiB*"]
+        eff[d], common[d] = efficiency.summary(results["results"][d])
+        for k in ks:
+            head += [f"{d} pass@{k}", f"{d} pass@{k} 95% CI"]
+        head += [f"{d} {title}" for _, title, _, _ in EFF_COLS]
+    tests = significance(results)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in results["systems"]:
         cells = [s["name"], s["mode"]]
         for d in datasets:
-            row = results["results"][d][s["name"]]
-            ms, mb = eff[d][s["name"]]
-            cells += [f"{100 * row[f'pass@{k}']:.1f}" for k in ks]
-            cells += ["–" if ms is None else f"{ms:.0f}", "–" if mb is None else f"{mb:.1f}"]
+            rows = results["results"][d]
+            row = rows[s["name"]]
+            for k in ks:
+                lo, hi = stats.bootstrap_ci(stats.problem_scores(row["problems"], k))
+                mark = "".join(MARKS[min(i, len(MARKS) - 1)] for i, ref in enumerate(s.get("against", []))
+                               if tests.get((d, s["name"], ref, k), {}).get("significant"))
+                cells += [f"{100 * row[f'pass@{k}']:.1f}{mark}", f"[{100 * lo:.1f}, {100 * hi:.1f}]"]
+            for key, _, fmt, scale in EFF_COLS:
+                v = eff[d][s["name"]][key]
+                cells.append("–" if v is None else fmt.format(scale * v))
         lines.append("| " + " | ".join(cells) + " |")
     notes = ", ".join(f"{d}: {common[d]}" for d in datasets)
-    lines.append(f"\n\\* median over the problems every system solves ({notes}); CPU ms of the sandboxed "
-                 f"run and its peak RSS. n={results['n']}, temperature={results['temperature']}.")
+    lines.append(f"\nn={results['n']}, temperature={results['temperature']}. 95 % CI: percentile bootstrap over "
+                 f"problems ({stats.RESAMPLES:,} resamples, seed {stats.SEED}). {MARKS[0]} / {MARKS[1]}: paired "
+                 f"test against the base model in the same mode / the run it started from, p < {stats.ALPHA} "
+                 "(McNemar's exact test when every per-problem score is 0 or 1, else the paired bootstrap).")
+    lines.append(f"\n\\* EffiBench's metrics (Huang et al. 2024) over the problems every system solves and whose "
+                 f"reference passed ({notes}): ET = CPU ms of the tests themselves, MU = peak MiB of a test above "
+                 f"the process before it; NET / NMU = the same over the reference solution's on the same tests "
+                 f"(floors {1000 * efficiency.ET_FLOOR_S:g} ms / {efficiency.MU_FLOOR_MB:g} MiB); NET>2 % = share "
+                 "of passing programs more than twice as slow as the reference.")
+    if tests:
+        lines.append("\npaired tests (B vs A: difference of B minus A in points):\n")
+        for (d, s, ref, k), t in tests.items():
+            how = (f"McNemar exact, only A {t['b']}, only B {t['c']}" if t["method"] == "mcnemar" else
+                   f"paired bootstrap, 95 % CI [{100 * t['lo']:+.1f}, {100 * t['hi']:+.1f}]" if t["method"] == "bootstrap"
+                   else "no common problems")
+            lines.append(f"- {d} pass@{k} · {s} vs {ref}: {100 * t['diff']:+.1f} ({how}); p = {t['p']:.3g}"
+                         + (" (significant)" if t["significant"] else ""))
     lines.append("\nverdicts / mean tokens / generation time:\n")
     for d in datasets:
         for s in results["systems"]:

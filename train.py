@@ -47,6 +47,8 @@ def get_args(argv=None):
     a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
+    a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+      help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
     a("--train-data", default="train", help="train | val | <file.jsonl> | mbpp:<file>")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--problems-per-step", type=int, default=2)

@@ -84,25 +84,121 @@ def test_score_known_programs_gives_the_exact_table():
     assert res["problems"][0]["cpu_ms"] > 0 and res["problems"][1]["cpu_ms"] is None
 
 
-def _row(solved: dict, pass1: float):
-    probs = [{"task_id": t, "cpu_ms": ms, "peak_mb": None if ms is None else ms / 10} for t, ms in solved.items()]
-    return {"pass@1": pass1, "verdicts": {"passed": 1}, "plan_tokens": None, "code_tokens": 10.0,
-            "generation_s": 1.0, "problems": probs, "mode": "direct"}
+def _result(verdict, cpu=None, mem=None):
+    """A stand-in for sandbox.Result with CONTRACT.md's per-test fields."""
+    import types
+
+    return types.SimpleNamespace(verdict=verdict, detail="", cpu_s=0.03, peak_rss_mb=9.0, test_cpu_s=cpu,
+                                 test_mem_mb=mem)
 
 
-def test_efficiency_uses_only_commonly_solved_problems():
-    """A solves a (10 ms) and b (100 ms); B solves only a (20 ms). Over the common set {a}: A 10, B 20.
-    Catches: medians over each system's own solved set (A would be 55 ms and look slower than B)."""
+def test_score_keeps_per_test_efficiency_and_reference(monkeypatch):
+    """Hand-made Results (no sandbox): problem a, reference 2 + 2 ms / peaks 1.5, 2 MiB; programs 4 + 4 ms /
+    4, 1 MiB (NET 2, NMU 2) and a failure; problem b has no solution: ET kept, NET None.
+    Catches: efficiency from failed programs, the reference of one problem used for another, the
+    reference run with a different framing than the Coder's programs (coder.program), refs not passed."""
+    import types
+
+    import data
+    import eval as ev
+    import sandbox
+
+    a = data.Problem("t/a", 'def f(x):\n    """x"""\n', "f", ("assert f(1) == 1", "assert f(2) == 2"), solution="def f(x):\n    return x\n")
+    b = data.Problem("t/b", "Write g.", "g", ("assert g() == 0", "assert g() == 0"))
+    seen = []
+
+    def fake_run_many(jobs, workers=None):
+        seen.append([j["program"] for j in jobs])
+        if len(seen) == 1:  # the reference run: only problem a has a solution
+            return [_result("passed", (0.002, 0.002), (1.5, 2.0))]
+        return [_result("passed", (0.004, 0.004), (4.0, 1.0)), _result("failed", (0.001, None), (0.1, None)),
+                _result("passed", (0.010, 0.010), (3.0, 3.0)), _result("timeout", (None, None), (None, None))]
+
+    monkeypatch.setattr(sandbox, "run_many", fake_run_many)
+    args = types.SimpleNamespace(sandbox_timeout=1.0, workers=1)
+    refs = ev.reference_costs([a, b], args)
+    assert seen[0] == ['def f(x):\n    """x"""\n\ndef f(x):\n    return x\n'] and refs == [pytest.approx((0.004, 2.0)), None]
+    res = ev.score([a, b], [["p1", "p2"], ["q1", "q2"]], [1], args, refs)
+    ra, rb = res["problems"]
+    assert (ra["et_ms"], ra["mu_mb"], ra["net"], ra["nmu"], ra["timed"], ra["net_gt2"]) == \
+        (pytest.approx(8.0), 4.0, pytest.approx(2.0), 2.0, 1, 0)
+    assert (rb["et_ms"], rb["net"], rb["ref_et_ms"]) == (pytest.approx(20.0), None, None)
+    assert ra["cpu_ms"] == pytest.approx(30.0) and res["pass@1"] == pytest.approx(0.5)
+
+
+def _system(solved: set, slow: set = frozenset(), n: int = 10) -> dict:
+    """Eval row of a greedy system on problems p0..p{n-1}: solves `solved`, 4 ms each (12 ms in `slow`);
+    every problem's reference takes 4 ms and 2 MiB."""
+    import efficiency
+
+    probs = []
+    for i in range(n):
+        cost = None if i not in solved else (0.012 if i in slow else 0.004, 2.0)
+        probs.append({"task_id": f"p{i}", "passed": int(cost is not None),
+                      "verdicts": ["passed" if cost else "failed"], **efficiency.problem_row([cost], (0.004, 2.0))})
+    return {"mode": "x", "pass@1": len(solved) / n, "verdicts": {"passed": len(solved)}, "plan_tokens": None,
+            "code_tokens": 10.0, "generation_s": 1.0, "problems": probs}
+
+
+def test_table_marks_significance_and_intervals():
+    """10 problems. base plan solves p0, p1; core (vs base plan) solves p0..p7: only core 6, only base 0 ->
+    McNemar p = 2/64 = 0.031 -> marked. base direct solves p0..p2; coder (vs base direct) solves p1..p5:
+    only coder 3, only base 1 -> p = 2 (1 + 4) / 16 = 0.625 -> not marked. core's interval, 8 of 10:
+    resampled means ~ Binomial(10, 0.8) / 10, quantiles 5/10 and 10/10 -> [50.0, 100.0]. Efficiency over
+    the problems all solve ({p1}): core's program there takes 12 ms -> NET 3, 100 % slow.
+    Catches: a mark on the wrong row or without significance, marks against the wrong base,
+    unpaired tests, an interval that is not over problems, efficiency over each system's own set."""
     import report
 
-    rows = {"A": _row({"a": 10.0, "b": 100.0, "c": None}, 2 / 3), "B": _row({"a": 20.0, "b": None, "c": None}, 1 / 3)}
-    eff, n = report.efficiency(rows)
-    assert n == 1 and eff == {"A": (10.0, 1.0), "B": (20.0, 2.0)}
+    rows = {"base direct": _system({0, 1, 2}), "base plan": _system({0, 1}),
+            "core": _system(set(range(8)), slow={1}), "coder": _system({1, 2, 3, 4, 5})}
     results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": rows},
-               "systems": [{"name": "A", "mode": "direct"}, {"name": "B", "mode": "plan"}]}
-    table = report.markdown(results).splitlines()
-    assert table[:4] == ["| system | mode | val pass@1 | val ms* | val MiB* |", "|---|---|---|---|---|",
-                         "| A | direct | 66.7 | 10 | 1.0 |", "| B | plan | 33.3 | 20 | 2.0 |"]
-    rows["C"] = _row({"a": None, "b": None, "c": None}, 0.0)  # solves nothing: no common problem
-    eff, n = report.efficiency(rows)
-    assert n == 0 and eff["A"] == (None, None)
+               "systems": [{"name": "base direct", "mode": "direct"}, {"name": "base plan", "mode": "plan"},
+                           {"name": "core", "mode": "plan", "against": ["base plan"]},
+                           {"name": "coder", "mode": "direct", "against": ["base direct"]}]}
+    lines = report.markdown(results).splitlines()
+    assert lines[0] == ("| system | mode | val pass@1 | val pass@1 95% CI | val ET ms* | val NET* | val MU MiB* | "
+                        "val NMU* | val NET>2 %* |")
+    assert lines[3] == "| base plan | plan | 20.0 | [0.0, 50.0] | 4.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
+    assert lines[4] == "| core | plan | 80.0† | [50.0, 100.0] | 12.00 | 3.00 | 2.00 | 1.00 | 100.0 |"
+    assert lines[5].startswith("| coder | direct | 50.0 | [")
+    text = "\n".join(lines)
+    assert "- val pass@1 · core vs base plan: +60.0 (McNemar exact, only A 0, only B 6); p = 0.0312 (significant)" in text
+    assert "- val pass@1 · coder vs base direct: +20.0 (McNemar exact, only A 1, only B 3); p = 0.625\n" in text + "\n"
+    assert "(val: 1)" in text
+
+
+def test_old_results_without_per_test_timing_still_render():
+    """A results.json from before per-test timing (rows with cpu_ms / peak_mb only, no 'against'):
+    the table renders with '–' for efficiency and no marks. Catches: KeyError on re-rendering old runs."""
+    import report
+
+    old = {"task_id": "a", "passed": 1, "verdicts": ["passed"], "cpu_ms": 20.0, "peak_mb": 9.0}
+    row = {"pass@1": 1.0, "verdicts": {"passed": 1}, "plan_tokens": None, "code_tokens": 5.0, "generation_s": 1.0,
+           "problems": [old]}
+    results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": {"A": row}},
+               "systems": [{"name": "A", "mode": "direct"}]}
+    assert report.markdown(results).splitlines()[2] == "| A | direct | 100.0 | [100.0, 100.0] | – | – | – | – | – |"
+
+
+def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path):
+    """sft (no --init), core and coder (both --init sft): core vs base plan and sft; coder (single agent,
+    direct mode) vs base direct and sft; an --init outside the comparison adds nothing.
+    Catches: a run compared with the base of the other mode, the --init link lost or pointing at itself."""
+    import json
+
+    import eval as ev
+    import models
+
+    monkeypatch.setattr(models, "load_role_adapters", lambda model, path, roles, prefix="": model)
+    cfgs = {"sft": {"roles": ["planner", "coder"], "init": None},
+            "core": {"roles": ["planner", "coder"], "init": str(tmp_path / "sft")},
+            "coder": {"roles": ["coder"], "init": str(tmp_path / "sft")},
+            "other": {"roles": ["coder"], "init": str(tmp_path / "elsewhere")}}
+    for name, cfg in cfgs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(cfg))
+    _, systems, against = ev.load_runs(None, [f"{n}={tmp_path / n}" for n in cfgs])
+    assert [(s, m) for s, _, m in systems] == [("sft", "plan"), ("core", "plan"), ("coder", "direct"), ("other", "direct")]
+    assert against == {"sft": ["base plan"], "core": ["base plan", "sft"], "coder": ["base direct", "sft"],
+                       "other": ["base direct"]}
