@@ -38,6 +38,7 @@ Schemas, as checked (2026-12-01) against each source's own card or loading code:
       answers).
 """
 import base64
+import importlib.metadata
 import io
 import json
 import pickle
@@ -46,6 +47,7 @@ import sys
 import zlib
 from collections import Counter
 from functools import partial
+from pathlib import Path
 
 from data import DataError, Problem, records
 
@@ -85,9 +87,11 @@ def load_apps(source: str, split: str | None = None, name: str = "apps") -> list
     """APPS (and TACO, same input_output JSON) -> I/O problems, or function problems for the
     call-based ones (fn_name): `assert fn(*inputs[i]) == outputs[i]`, a one-element list
     output unwrapped (our choice: APPS stores call-based outputs wrapped; its checker accepts
-    either, a value test holds one). prompt = question (+ starter_code), solution = solutions[0]."""
+    either, a value test holds one). prompt = question (+ starter_code), solution = solutions[0].
+    Both hub sets are loading scripts (apps.py, TACO.py): trust_remote_code=True with datasets < 4."""
+    script = {"trust_remote_code": True} if _datasets_major() < 4 and not Path(source).is_file() else {}
     problems, skipped = [], Counter()
-    for i, (where, r) in enumerate(records(source, split or "test")):
+    for i, (where, r) in enumerate(records(source, split or "test", **script)):
         question = _get(r, "question", where, name.upper())
         spec = _json(r.get("input_output") or "{}", where, "input_output")
         sols = _json(r.get("solutions") or "[]", where, "solutions")
@@ -119,12 +123,16 @@ def load_apps(source: str, split: str | None = None, name: str = "apps") -> list
 
 def load_livecodebench(source: str, version_tag: str | None = None) -> list[Problem]:
     """LiveCodeBench code generation (split test) -> I/O problems, or function problems when
-    metadata has func_name. On the hub the set is a loading script: trust_remote_code=True, as
-    lcb_runner loads it; version_tag release_v1 ... picks the problems (the script's default
-    when None)."""
-    hub = dict(trust_remote_code=True, **({"version_tag": version_tag} if version_tag else {}))
+    metadata has func_name. version_tag (release_v1, release_v2, ...; None: the set's default)
+    picks the problems. On the hub the set is a loading script, run with trust_remote_code=True
+    as lcb_runner does (datasets < 4); datasets 4 runs no scripts, and the tag is passed as the
+    config name (LiveCodeBench issue #108), which works once the hub set is converted to parquet."""
+    if _datasets_major() < 4:  # the loading script: version_tag is its argument
+        hub = dict(trust_remote_code=True, **({"version_tag": version_tag} if version_tag else {}))
+    else:  # no scripts in datasets 4: the tag is a config of the parquet version
+        hub = {"name": version_tag} if version_tag else {}
     problems, skipped = [], Counter()
-    for where, r in records(source, "test", **hub):
+    for where, r in records(source, "test", **(hub if not Path(source).is_file() else {})):
         content = _get(r, "question_content", where, "LiveCodeBench")
         starter = r.get("starter_code") or ""
         tests = _json(r.get("public_test_cases") or "[]", where, "public_test_cases")
@@ -245,6 +253,14 @@ LOADERS = {"code_contests": load_code_contests, "apps": load_apps, "taco": parti
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+def _datasets_major() -> int:
+    """The installed `datasets` major version; 0 when it is not installed."""
+    try:
+        return int(importlib.metadata.version("datasets").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 0
+
 
 def _get(r, key, where, kind):
     """r[key] or a one-line DataError naming the record."""

@@ -213,19 +213,27 @@ def test_hub_ids_go_to_datasets_with_split(monkeypatch):
     not read like file records; and without `datasets` a one-line DataError, not an ImportError."""
     calls = []
 
-    def load_dataset(name, split=None, **kw):
-        calls.append((name, split, kw))
-        return [CF] if "codeforces" in name else [LCB_STDIN]
+    def load_dataset(path, split=None, **kw):  # datasets.load_dataset(path, name=None, ..., split=None, ...)
+        calls.append((path, split, kw))
+        return {"open-r1/codeforces": [CF], "codeparrot/apps": [APPS_IO], "BAAI/TACO": [APPS_IO]}.get(path, [LCB_STDIN])
 
     fake = types.ModuleType("datasets")
     fake.__spec__ = importlib.machinery.ModuleSpec("datasets", None)
     fake.load_dataset = load_dataset
     monkeypatch.setitem(sys.modules, "datasets", fake)
+    monkeypatch.setattr(benchmarks, "_datasets_major", lambda: 3)
     (p,) = data.load("codeforces:open-r1/codeforces@train")
     (q,) = data.load("livecodebench:livecodebench/code_generation_lite@release_v2")
+    data.load("apps:codeparrot/apps")
+    monkeypatch.setattr(benchmarks, "_datasets_major", lambda: 4)  # no loading scripts: the tag is a config
+    data.load("livecodebench:livecodebench/code_generation_lite@release_v2")
+    data.load("taco:BAAI/TACO@train")
     assert (p.task_id, q.task_id) == ("codeforces/2000A", "livecodebench/abc999_a")
     assert calls == [("open-r1/codeforces", "train", {}),
-                     ("livecodebench/code_generation_lite", "test", {"trust_remote_code": True, "version_tag": "release_v2"})]
+                     ("livecodebench/code_generation_lite", "test", {"trust_remote_code": True, "version_tag": "release_v2"}),
+                     ("codeparrot/apps", "test", {"trust_remote_code": True}),
+                     ("livecodebench/code_generation_lite", "test", {"name": "release_v2"}),
+                     ("BAAI/TACO", "train", {})]
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails: as if not installed
     monkeypatch.setattr(data.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(data.DataError, match=r"^deepmind/code_contests: not a file, and loading a hub dataset needs"):
