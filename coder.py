@@ -43,7 +43,9 @@ def extract_code(text: str) -> str | None:
     3. a lone fence: the code after it (generation stopped inside the block), or, when only
        text before it looks like code, that code (the model forgot the opening fence);
     4. no fence: from the first line starting with 'def ', 'import ', 'from ' or 'class ' to the end;
-    5. otherwise None (the sandbox records verdict 'no_code').
+    5. no fence and no such line: from the first line that starts a statement of a script
+       (`print(` or `name = ...`, as in `n = int(input())`: an I/O program) to the end;
+    6. otherwise None (the sandbox records verdict 'no_code').
 
     >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
     'def f():\\n    return 1\\n'
@@ -56,11 +58,15 @@ def extract_code(text: str) -> str | None:
     if "```" in text:  # a lone fence: the block was never closed, or never opened
         before, after = text.rsplit("```", 1)
         after = after.split("\n", 1)[1] if "\n" in after else ""  # drop the tag line
-        if not re.search(r"^(def |import |from |class )", after, flags=re.M) and "```" not in before:
-            after = extract_code(before) or ""  # code first, then a closing fence
+        if not DEF_LINE.search(after) and "```" not in before:
+            after = extract_code(before) or after  # code first, then a closing fence
         return after if after.strip() else None
-    m = re.search(r"^(def |import |from |class )", text, flags=re.M)
+    m = DEF_LINE.search(text) or SCRIPT_LINE.search(text)
     return text[m.start():] if m else None
+
+
+DEF_LINE = re.compile(r"^(def |import |from |class )", re.M)
+SCRIPT_LINE = re.compile(r"^(print\(|[A-Za-z_]\w*([ \t]*,[ \t]*[A-Za-z_]\w*)*[ \t]*=[ \t]*[^=\s])", re.M)
 
 
 def program(problem, code: str | None) -> str | None:

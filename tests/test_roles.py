@@ -111,3 +111,17 @@ def test_program_is_the_code_alone_for_io_problems():
     assert coder.program(parses, "print('x')") == "print('x')"
     assert coder.program(IO_PROB, "print(sum(map(int, input().split())))") == "print(sum(map(int, input().split())))"
     assert coder.program(parses, None) is None
+
+
+def test_extract_io_programs_without_a_def():
+    """Catches: a stdin/stdout program (no def, no import) lost when the block is never closed
+    or never opened, or when there is no fence at all; while prose alone still gives None and
+    a def keeps priority over an earlier assignment-looking line."""
+    prog = "n = int(input())\nprint(n * 2)"
+    assert coder.extract_code(f"Sure!\n```python\n{prog}") == prog  # generation stopped inside the block
+    assert coder.extract_code(f"{prog}\n```\nDone.") == prog + "\n"  # the opening fence forgotten
+    assert coder.extract_code(f"Here is the program:\n{prog}") == prog
+    assert coder.extract_code("a, b = map(int, input().split())\nprint(a + b)") == "a, b = map(int, input().split())\nprint(a + b)"
+    assert coder.extract_code("print(sum(map(int, input().split())))") == "print(sum(map(int, input().split())))"
+    assert coder.extract_code("x == y is what we check.\nNo code here.") is None
+    assert coder.extract_code("Result = the sum\ndef f(xs):\n    return sum(xs)") == "def f(xs):\n    return sum(xs)"
