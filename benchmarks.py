@@ -52,35 +52,34 @@ from pathlib import Path
 from data import DataError, Problem, records
 
 PYTHON3 = 3  # contest_problem.proto, Solution.Language
-MAX_UNPACKED = 1 << 30  # bytes: the most a LiveCodeBench private_test_cases may inflate to (a zlib bomb stops here)
+MAX_UNPACKED = 1 << 30  # bytes a LiveCodeBench private_test_cases may inflate to (a zlib bomb stops here)
 
 
 def load_code_contests(source: str, split: str | None = None) -> list[Problem]:
     """CodeContests -> I/O problems: io_tests = public + private + generated tests (as AlphaCode
     judged), solution = the first Python 3 entry of `solutions`, time_limit_s and memory_mb from
     time_limit and memory_limit_bytes (0 or absent -> None: the caller's defaults)."""
-    problems, skipped = [], Counter()
-    for where, r in records(source, split or "test"):
-        name, description = _get(r, "name", where, "CodeContests"), _get(r, "description", where, "CodeContests")
-        tests = []
-        for key in ("public_tests", "private_tests", "generated_tests"):
-            t = r.get(key) or {}
-            ins, outs = t.get("input") or [], t.get("output") or []
-            if len(ins) != len(outs) or not all(isinstance(x, str) for x in ins + outs):
-                raise DataError(f"{where}: '{key}' must be {{input: [str], output: [str]}} of equal lengths")
-            tests += zip(ins, outs)
-        if not tests:
-            skipped["no tests"] += 1
-            continue
-        sols = r.get("solutions") or {}
-        python3 = [s for lang, s in zip(sols.get("language") or [], sols.get("solution") or [])
-                   if lang in (PYTHON3, "PYTHON3")]
-        limit = r.get("time_limit") or {}
-        seconds = (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9
-        memory_mb = (r.get("memory_limit_bytes") or 0) >> 20
-        problems.append(Problem(f"code_contests/{name}", description, "", (), solution=(python3 or [None])[0],
-                                io_tests=tuple(tests), time_limit_s=seconds or None, memory_mb=memory_mb or None))
-    return _report("code_contests", source, problems, skipped)
+    return _load("CodeContests", _code_contests, records(source, split or "test"), f"code_contests:{source}")
+
+
+def _code_contests(r, where, i):
+    tests = []
+    for key in ("public_tests", "private_tests", "generated_tests"):
+        t = r.get(key) or {}
+        ins, outs = t.get("input") or [], t.get("output") or []
+        if len(ins) != len(outs) or not all(isinstance(x, str) for x in ins + outs):
+            raise DataError(f"{where}: '{key}' must be {{input: [str], output: [str]}} of equal lengths")
+        tests += zip(ins, outs)
+    if not tests:
+        return "no tests"
+    sols = r.get("solutions") or {}
+    python3 = [s for lang, s in zip(sols.get("language") or [], sols.get("solution") or [])
+               if lang in (PYTHON3, "PYTHON3")]
+    limit = r.get("time_limit") or {}
+    seconds = (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9
+    memory_mb = (r.get("memory_limit_bytes") or 0) >> 20
+    return Problem(f"code_contests/{r['name']}", r["description"], "", (), solution=(python3 or [None])[0],
+                   io_tests=tuple(tests), time_limit_s=seconds or None, memory_mb=memory_mb or None)
 
 
 def load_apps(source: str, split: str | None = None, name: str = "apps") -> list[Problem]:
@@ -90,35 +89,33 @@ def load_apps(source: str, split: str | None = None, name: str = "apps") -> list
     either, a value test holds one). prompt = question (+ starter_code), solution = solutions[0].
     Both hub sets are loading scripts (apps.py, TACO.py): trust_remote_code=True with datasets < 4."""
     script = {"trust_remote_code": True} if _datasets_major() < 4 and not Path(source).is_file() else {}
-    problems, skipped = [], Counter()
-    for i, (where, r) in enumerate(records(source, split or "test", **script)):
-        question = _get(r, "question", where, name.upper())
-        spec = _json(r.get("input_output") or "{}", where, "input_output")
-        sols = _json(r.get("solutions") or "[]", where, "solutions")
-        if not isinstance(spec, dict) or not isinstance(sols, list):
-            raise DataError(f"{where}: input_output must be a JSON object and solutions a JSON list")
-        ins, outs = spec.get("inputs") or [], spec.get("outputs") or []
-        if not ins:
-            skipped["no tests"] += 1
-            continue
-        if len(ins) != len(outs):
-            raise DataError(f"{where}: input_output has {len(ins)} inputs but {len(outs)} outputs")
-        starter = r.get("starter_code") or ""
-        prompt = question.strip() + (f"\n\n{starter.strip()}\n" if starter.strip() else "\n")
-        task_id, solution = f"{name}/{r.get('problem_id', i)}", (sols or [None])[0]
-        fn = spec.get("fn_name")
-        if fn:
-            if not isinstance(fn, str) or not fn.isidentifier():
-                raise DataError(f"{where}: fn_name {fn!r} is not a Python name")
-            call = f"Solution().{fn}" if "class Solution" in starter else fn
-            tests = tuple(_value_test(call, args if isinstance(args, list) else [args],
-                                      out[0] if isinstance(out, list) and len(out) == 1 else out)
-                          for args, out in zip(ins, outs))
-            problems.append(Problem(task_id, prompt, fn, tests, solution=solution))
-        else:
-            io_tests = tuple((_text(x, where), _text(y, where)) for x, y in zip(ins, outs))
-            problems.append(Problem(task_id, prompt, "", (), solution=solution, io_tests=io_tests))
-    return _report(name, source, problems, skipped)
+    rows = records(source, split or "test", **script)
+    return _load(name.upper(), partial(_apps, name=name), rows, f"{name}:{source}")
+
+
+def _apps(r, where, i, name):
+    spec = _json(r.get("input_output") or "{}", where, "input_output")
+    sols = _json(r.get("solutions") or "[]", where, "solutions")
+    if not isinstance(spec, dict) or not isinstance(sols, list):
+        raise DataError(f"{where}: input_output must be a JSON object and solutions a JSON list")
+    ins, outs = spec.get("inputs") or [], spec.get("outputs") or []
+    if not ins:
+        return "no tests"
+    if len(ins) != len(outs):
+        raise DataError(f"{where}: input_output has {len(ins)} inputs but {len(outs)} outputs")
+    starter = r.get("starter_code") or ""
+    prompt = r["question"].strip() + (f"\n\n{starter.strip()}\n" if starter.strip() else "\n")
+    task_id, solution, fn = f"{name}/{r.get('problem_id', i)}", (sols or [None])[0], spec.get("fn_name")
+    if not fn:
+        return Problem(task_id, prompt, "", (), solution=solution,
+                       io_tests=tuple((_text(x, where), _text(y, where)) for x, y in zip(ins, outs)))
+    if not isinstance(fn, str) or not fn.isidentifier():
+        raise DataError(f"{where}: fn_name {fn!r} is not a Python name")
+    call = f"Solution().{fn}" if "class Solution" in starter else fn
+    tests = tuple(_value_test(call, args if isinstance(args, list) else [args],
+                              out[0] if isinstance(out, list) and len(out) == 1 else out)
+                  for args, out in zip(ins, outs))
+    return Problem(task_id, prompt, fn, tests, solution=solution)
 
 
 def load_livecodebench(source: str, version_tag: str | None = None) -> list[Problem]:
@@ -127,34 +124,31 @@ def load_livecodebench(source: str, version_tag: str | None = None) -> list[Prob
     picks the problems. On the hub the set is a loading script, run with trust_remote_code=True
     as lcb_runner does (datasets < 4); datasets 4 runs no scripts, and the tag is passed as the
     config name (LiveCodeBench issue #108), which works once the hub set is converted to parquet."""
-    if _datasets_major() < 4:  # the loading script: version_tag is its argument
+    if Path(source).is_file():
+        hub = {}
+    elif _datasets_major() < 4:  # the loading script: version_tag is its argument
         hub = dict(trust_remote_code=True, **({"version_tag": version_tag} if version_tag else {}))
     else:  # no scripts in datasets 4: the tag is a config of the parquet version
         hub = {"name": version_tag} if version_tag else {}
-    problems, skipped = [], Counter()
-    for where, r in records(source, "test", **(hub if not Path(source).is_file() else {})):
-        content = _get(r, "question_content", where, "LiveCodeBench")
-        starter = r.get("starter_code") or ""
-        tests = _json(r.get("public_test_cases") or "[]", where, "public_test_cases")
-        tests = tests + lcb_private_tests(r.get("private_test_cases") or "[]", where)
-        meta = r.get("metadata") or "{}"
-        fn = (_json(meta, where, "metadata") if isinstance(meta, str) else meta).get("func_name")
-        if not all(isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)
-                   for t in tests):
-            raise DataError(f"{where}: a test case must be an object with string 'input' and 'output'")
-        if not tests:
-            skipped["no tests"] += 1
-            continue
-        task_id = f"livecodebench/{_get(r, 'question_id', where, 'LiveCodeBench')}"
-        prompt = content.strip() + (f"\n\n{starter.strip()}\n" if starter.strip() else "\n")
-        if fn:
-            call = f"Solution().{fn}" if "class Solution" in starter else fn
-            cases = [([_json(line, where, "test input") for line in t["input"].split("\n")],
-                      _json(t["output"], where, "test output")) for t in tests]
-            problems.append(Problem(task_id, prompt, fn, tuple(_value_test(call, a, out) for a, out in cases)))
-        else:
-            problems.append(Problem(task_id, prompt, "", (), io_tests=tuple((t["input"], t["output"]) for t in tests)))
-    return _report("livecodebench", source, problems, skipped)
+    return _load("LiveCodeBench", _livecodebench, records(source, "test", **hub), f"livecodebench:{source}")
+
+
+def _livecodebench(r, where, i):
+    tests = _json(r.get("public_test_cases") or "[]", where, "public_test_cases")
+    tests = _pairs(tests + lcb_private_tests(r.get("private_test_cases") or "[]", where), where)
+    if not tests:
+        return "no tests"
+    meta = r.get("metadata") or "{}"
+    fn = (_json(meta, where, "metadata") if isinstance(meta, str) else meta).get("func_name")
+    starter = r.get("starter_code") or ""
+    task_id = f"livecodebench/{r['question_id']}"
+    prompt = r["question_content"].strip() + (f"\n\n{starter.strip()}\n" if starter.strip() else "\n")
+    if not fn:
+        return Problem(task_id, prompt, "", (), io_tests=tests)
+    call = f"Solution().{fn}" if "class Solution" in starter else fn
+    cases = [([_json(line, where, "test input") for line in x.split("\n") if line.strip()],  # one argument a line
+              _json(y, where, "test output")) for x, y in tests]
+    return Problem(task_id, prompt, fn, tuple(_value_test(call, args, out) for args, out in cases))
 
 
 def lcb_private_tests(field: str, where: str) -> list:
@@ -215,32 +209,26 @@ def load_codeforces(source: str, split: str | None = None) -> list[Problem]:
     Skipped, with the counts on stderr: a generated_checker (several right answers: our
     token comparison would fail right programs), an interaction_format (interactive), an
     input_mode other than stdio (reads a file), no tests."""
-    problems, skipped = [], Counter()
-    for where, r in records(source, split or "test"):
-        pid, description = _get(r, "id", where, "Codeforces"), _get(r, "description", where, "Codeforces")
-        if r.get("generated_checker"):
-            skipped["special checker"] += 1
-        elif r.get("interaction_format"):
-            skipped["interactive"] += 1
-        elif r.get("input_mode") not in (None, "stdio"):
-            skipped[f"input_mode {r['input_mode']}"] += 1
-        elif not (r.get("official_tests") or r.get("examples")):
-            skipped["no tests"] += 1
-        else:
-            tests = r.get("official_tests") or r.get("examples")
-            if not all(isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)
-                       for t in tests):
-                raise DataError(f"{where}: a test must be an object with string 'input' and 'output'")
-            problems.append(Problem(f"codeforces/{pid}", _codeforces_prompt(r, description), "", (),
-                                    io_tests=tuple((t["input"], t["output"]) for t in tests),
-                                    time_limit_s=r.get("time_limit") or None,
-                                    memory_mb=int(r.get("memory_limit") or 0) or None))
-    return _report("codeforces", source, problems, skipped)
+    return _load("Codeforces", _codeforces, records(source, split or "test"), f"codeforces:{source}")
 
 
-def _codeforces_prompt(r, description) -> str:
+def _codeforces(r, where, i):
+    if r.get("generated_checker"):
+        return "special checker"
+    if r.get("interaction_format"):
+        return "interactive"
+    if r.get("input_mode") not in (None, "stdio"):
+        return f"input_mode {r['input_mode']}"
+    tests = _pairs(r.get("official_tests") or r.get("examples") or [], where)
+    if not tests:
+        return "no tests"
+    return Problem(f"codeforces/{r['id']}", _codeforces_prompt(r), "", (), io_tests=tests,
+                   time_limit_s=r.get("time_limit") or None, memory_mb=int(r.get("memory_limit") or 0) or None)
+
+
+def _codeforces_prompt(r) -> str:
     """Title, statement, Input / Output format, the examples and the note, as on the site."""
-    parts = [r.get("title") or "", description, f"Input\n{r.get('input_format') or ''}",
+    parts = [r.get("title") or "", r["description"], f"Input\n{r.get('input_format') or ''}",
              f"Output\n{r.get('output_format') or ''}"]
     parts += [f"Example input:\n{e.get('input', '')}\nExample output:\n{e.get('output', '')}"
               for e in r.get("examples") or [] if isinstance(e, dict)]
@@ -262,12 +250,33 @@ def _datasets_major() -> int:
         return 0
 
 
-def _get(r, key, where, kind):
-    """r[key] or a one-line DataError naming the record."""
-    try:
-        return r[key]
-    except (KeyError, TypeError, IndexError):
-        raise DataError(f"{where}: not a {kind} record (missing '{key}')") from None
+def _load(kind, convert, rows, label) -> list[Problem]:
+    """convert(record, where, index) -> a Problem, or the reason (a string) to skip it; a
+    record of the wrong shape is a one-line DataError naming it; one stderr line counts both."""
+    problems, skipped = [], Counter()
+    for i, (where, r) in enumerate(rows):
+        try:
+            out = convert(r, where, i)
+        except KeyError as e:
+            raise DataError(f"{where}: not a {kind} record (missing {e})") from None
+        except (AttributeError, TypeError, ValueError) as e:
+            raise DataError(f"{where}: not a {kind} record ({type(e).__name__}: {e})") from None
+        if isinstance(out, str):
+            skipped[out] += 1
+        else:
+            problems.append(out)
+    why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+    print(f"{label}: {len(problems)} problems" + (f"; skipped {sum(skipped.values())} ({why})" if why else ""),
+          file=sys.stderr)
+    return problems
+
+
+def _pairs(tests, where) -> tuple:
+    """[{"input": str, "output": str, ...}, ...] -> ((input, output), ...), or DataError."""
+    if not isinstance(tests, list) or not all(isinstance(t, dict) and isinstance(t.get("input"), str)
+                                              and isinstance(t.get("output"), str) for t in tests):
+        raise DataError(f"{where}: tests must be a list of objects with string 'input' and 'output'")
+    return tuple((t["input"], t["output"]) for t in tests)
 
 
 def _json(text, where, field):
@@ -297,11 +306,3 @@ def _value_test(call: str, args: list, expected) -> str:
     'assert Solution().twoSum([2, 7], 9) == [0, 1]'
     """
     return f"assert {call}({', '.join(map(repr, args))}) == {expected!r}"
-
-
-def _report(name, source, problems, skipped) -> list[Problem]:
-    """One stderr line: how many problems were read and how many skipped, by reason."""
-    why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
-    print(f"{name} {source}: {len(problems)} problems" + (f"; skipped {sum(skipped.values())} ({why})" if why else ""),
-          file=sys.stderr)
-    return problems

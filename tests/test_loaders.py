@@ -49,7 +49,7 @@ def test_code_contests_jsonl(tmp_path, capsys):
                              io_tests=(("1\n", "2\n"), ("5\n", "10\n"), ("-3\n", "-6\n"), ("0\n", "0\n")),
                              time_limit_s=2.5, memory_mb=256)
     assert (b.solution, b.time_limit_s, b.memory_mb, b.is_io) == (None, None, None, True)
-    assert capsys.readouterr().err == f"code_contests {path}: 2 problems; skipped 1 (1 no tests)\n"
+    assert capsys.readouterr().err == f"code_contests:{path}: 2 problems; skipped 1 (1 no tests)\n"
 
 
 def test_code_contests_json_list_and_bad_record(tmp_path):
@@ -97,7 +97,7 @@ def test_apps_stdin_call_based_and_solution_class(tmp_path, capsys):
     assert (call_p.entry_point, call_p.io_tests) == ("largest", ())
     assert call_p.prompt == "Return the largest element of xs.\n\ndef largest(xs):\n"
     assert cls_p.tests == ("assert Solution().add(1, 2) == 3", "assert Solution().add('a', 'b') == 'ab'")
-    assert capsys.readouterr().err == f"apps {path}: 3 problems; skipped 1 (1 no tests)\n"
+    assert capsys.readouterr().err == f"apps:{path}: 3 problems; skipped 1 (1 no tests)\n"
     right = sandbox.run_many([dict(program=p.solution, tests=list(p.tests)) for p in (call_p, cls_p)])
     assert [(r.verdict, r.passed) for r in right] == [("passed", 3), ("passed", 2)]
     wrong = sandbox.run_many([dict(program="def largest(xs):\n    return xs[0]\n", tests=list(call_p.tests))])
@@ -112,6 +112,20 @@ def test_taco_uses_the_apps_reader_with_record_numbers(tmp_path):
     path = _jsonl(tmp_path / "taco.jsonl", {k: v for k, v in APPS_IO.items() if k != "problem_id"}, taco)
     a, b = data.load(f"taco:{path}")
     assert (a.task_id, a.is_io, b.task_id, b.entry_point) == ("taco/0", True, "taco/1", "largest")
+
+
+def test_record_of_the_wrong_shape_is_one_line(tmp_path):
+    """Catches: a record that is not an object, or a field of the wrong type, escaping as an
+    AttributeError traceback instead of a DataError naming FILE:LINE."""
+    for bad, message in (([1, 2], r"cc\.jsonl:2: not a CodeContests record \(AttributeError: "),
+                         ({**CC, "public_tests": "1 -> 2"}, r"cc\.jsonl:2: not a CodeContests record \(AttributeError: ")):
+        path = _jsonl(tmp_path / "cc.jsonl", CC, bad)
+        with pytest.raises(data.DataError, match=message) as e:
+            data.load(f"code_contests:{path}")
+        assert "\n" not in str(e.value)
+    path = _jsonl(tmp_path / "lcb.jsonl", {**LCB_STDIN, "public_test_cases": json.dumps([{"input": 1}])})
+    with pytest.raises(data.DataError, match=r"lcb\.jsonl:1: tests must be a list of objects with string 'input'"):
+        data.load(f"livecodebench:{path}")
 
 
 def test_apps_bad_input_output_names_the_line(tmp_path):
@@ -136,7 +150,7 @@ LCB_STDIN = {"question_title": "Echo twice", "question_content": "Read a word s 
 LCB_FN = {**LCB_STDIN, "question_id": "9001", "platform": "leetcode", "question_content": "Return the sum of nums and k.",
           "starter_code": "class Solution:\n    def addAll(self, nums: List[int], k: int) -> int:\n        ",
           "public_test_cases": json.dumps([{"input": "[1, 2]\n3", "output": "6", "testtype": "functional"}]),
-          "private_test_cases": json.dumps([{"input": "[]\n0", "output": "0", "testtype": "functional"}]),
+          "private_test_cases": json.dumps([{"input": "[]\n0\n", "output": "0", "testtype": "functional"}]),
           "metadata": json.dumps({"func_name": "addAll"})}
 
 
@@ -204,7 +218,7 @@ def test_codeforces_skips_what_output_comparison_cannot_judge(tmp_path, capsys):
                              "Output\nOne integer.\n\nExample input:\n5\n\nExample output:\n2\n\nNote\nRound down.\n",
                              "", (), io_tests=(("5\n", "2\n"), ("100\n", "50\n")), time_limit_s=2.0, memory_mb=256)
     assert (e.task_id, e.io_tests) == ("codeforces/2000E", (("5\n", "2\n"),))
-    assert capsys.readouterr().err == (f"codeforces {path}: 2 problems; skipped 4 "
+    assert capsys.readouterr().err == (f"codeforces:{path}: 2 problems; skipped 4 "
                                        "(1 input_mode file, 1 interactive, 2 special checker)\n")
 
 
