@@ -258,9 +258,10 @@ def load(name: str) -> list[Problem]:
                 source_of[p.task_id] = part
                 problems.append(p)
         return problems
-    if name in OUR_SETS:
-        return load_jsonl(DATA_DIR / f"{name}.jsonl")
-    if name == "humaneval":
+    base = name.partition("@")[0]  # eval.py's --split appends @split to every name: ours have none
+    if base in OUR_SETS:
+        return load_jsonl(DATA_DIR / f"{base}.jsonl")
+    if base == "humaneval":
         return load_humaneval()
     prefix, colon, spec = name.partition(":")
     if colon and prefix == "mbpp":

@@ -195,3 +195,4 @@ def test_io_set_names_read_our_data_dir(tmp_path, monkeypatch):
         data.load("io_train")
     _write(tmp_path / "io_val.jsonl", IO_REC)
     assert [p.task_id for p in data.load("io_val")] == ["io/sum"]
+    assert [p.task_id for p in data.load("io_val@test")] == ["io/sum"]  # eval's --split on a set without splits
