@@ -19,7 +19,8 @@ Schemas, as checked (2026-12-01) against each source's own card or loading code:
       Python 2), time_limit = {seconds, nanos} (a protobuf Duration) or None, memory_limit_bytes.
   APPS / TACO   the codeparrot/apps card (problem_id, question, solutions, input_output,
       difficulty, url, starter_code) and the BAAI/TACO card (question, solutions, starter_code,
-      input_output, ...; no id field: we number records); input_output is a JSON string
+      input_output, ...; no id field: records are numbered, as
+      FlagOpen/TACO's README does with task_id = idx); input_output is a JSON string
       {inputs, outputs, fn_name?}; hendrycks/apps eval/testing_util.py: without fn_name a test
       is stdin text -> stdout text (a list of lines is joined with "\\n"); with fn_name the
       inputs are argument lists, `method(*inputs)` is compared with the output or, the output
