@@ -259,3 +259,17 @@ def test_docstring_examples_hold():
     import doctest
 
     assert [doctest.testmod(m).failed for m in (data, benchmarks)] == [0, 0]
+
+
+@pytest.mark.skipif("io_tests" not in __import__("inspect").signature(sandbox.run_program).parameters,
+                    reason="this sandbox has no I/O tests yet (they come with the sandbox branch)")
+def test_io_references_pass_through_the_sandbox(tmp_path):
+    """Catches: io_tests or the limits not reaching the sandbox through Problem.sandbox_job,
+    the Python 2 entry (PYTHON = 1) taken as the reference, an APPS list-of-lines test joined
+    wrongly; the right program must pass every I/O test and the Python 2 one must not."""
+    (cc,) = data.load(f"code_contests:{_jsonl(tmp_path / 'cc.jsonl', CC)}")
+    (apps,) = data.load(f"apps:{_jsonl(tmp_path / 'apps.jsonl', APPS_IO)}")
+    right, py2, sums = sandbox.run_many([cc.sandbox_job(cc.solution, 4.0), cc.sandbox_job("print 2*input()", 4.0),
+                                         apps.sandbox_job(apps.solution, 4.0)])
+    assert [(r.verdict, r.passed, r.total) for r in (right, sums)] == [("passed", 4, 4), ("passed", 2, 2)]
+    assert py2.passed == 0
