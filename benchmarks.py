@@ -16,7 +16,8 @@ Schemas, as checked (2026-12-01) against each source's own card or loading code:
   CodeContests  google-deepmind/code_contests contest_problem.proto and the HF card: name,
       description, public_tests / private_tests / generated_tests = {input: [str], output: [str]},
       solutions = {language: [int], solution: [str]} with Language PYTHON3 = 3 (PYTHON = 1 is
-      Python 2), time_limit = {seconds, nanos} (a protobuf Duration) or None, memory_limit_bytes.
+      Python 2), time_limit = {seconds, nanos} (a protobuf Duration) or None, memory_limit_bytes,
+      input_file / output_file (set when a problem reads or writes files instead of stdin/stdout).
   APPS / TACO   the codeparrot/apps card (problem_id, question, solutions, input_output,
       difficulty, url, starter_code) and the BAAI/TACO card (question, solutions, starter_code,
       input_output, ...; no id field: records are numbered, as
@@ -59,11 +60,14 @@ MAX_UNPACKED = 1 << 30  # bytes a LiveCodeBench private_test_cases may inflate t
 def load_code_contests(source: str, split: str | None = None) -> list[Problem]:
     """CodeContests -> I/O problems: io_tests = public + private + generated tests (as AlphaCode
     judged), solution = the first Python 3 entry of `solutions`, time_limit_s and memory_mb from
-    time_limit and memory_limit_bytes (0 or absent -> None: the caller's defaults)."""
+    time_limit and memory_limit_bytes (0 or absent -> None: the caller's defaults). Skipped:
+    no tests, or an input_file / output_file (the program must use files, not stdin/stdout)."""
     return _load("CodeContests", _code_contests, records(source, split or "test"), f"code_contests:{source}")
 
 
 def _code_contests(r, where, i):
+    if r.get("input_file") or r.get("output_file"):  # the proto: "some problems expect specific files"
+        return "file I/O"
     tests = []
     for key in ("public_tests", "private_tests", "generated_tests"):
         t = r.get(key) or {}

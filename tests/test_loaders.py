@@ -37,19 +37,21 @@ CC = {"name": "9_A. Double it", "description": "Read n and print 2n.\n\nInput\nO
 def test_code_contests_jsonl(tmp_path, capsys):
     """Catches: private/generated tests dropped (AlphaCode judges on all three), a Python 2 or
     C++ solution taken as the reference (PYTHON = 1 is Python 2, PYTHON3 = 3), nanos ignored or
-    taken as ms, memory bytes not turned into MiB, a problem without tests kept, no count."""
+    taken as ms, memory bytes not turned into MiB, a problem without tests or one that must
+    read a file (input_file) kept, no count."""
     bare = {**CC, "name": "9_B. No limits", "solutions": {"language": [2], "solution": ["int main(){}"]},
             "time_limit": None, "memory_limit_bytes": 0}
     empty = {**CC, "name": "9_C. Untested", "public_tests": _tests([]), "private_tests": _tests([]),
              "generated_tests": _tests([])}
-    path = _jsonl(tmp_path / "cc.jsonl", CC, bare, empty)
+    files = {**CC, "name": "9_D. From a file", "input_file": "input.txt", "output_file": "output.txt"}
+    path = _jsonl(tmp_path / "cc.jsonl", CC, bare, empty, files)
     a, b = data.load(f"code_contests:{path}")
     assert a == data.Problem("code_contests/9_A. Double it", CC["description"], "", (),
                              solution="print(2 * int(input()))",
                              io_tests=(("1\n", "2\n"), ("5\n", "10\n"), ("-3\n", "-6\n"), ("0\n", "0\n")),
                              time_limit_s=2.5, memory_mb=256)
     assert (b.solution, b.time_limit_s, b.memory_mb, b.is_io) == (None, None, None, True)
-    assert capsys.readouterr().err == f"code_contests:{path}: 2 problems; skipped 1 (1 no tests)\n"
+    assert capsys.readouterr().err == f"code_contests:{path}: 2 problems; skipped 2 (1 file I/O, 1 no tests)\n"
 
 
 def test_code_contests_json_list_and_bad_record(tmp_path):
