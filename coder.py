@@ -11,12 +11,23 @@ import re
 SYSTEM = "You are an expert Python programmer. You answer with one ```python code block."
 
 
+IO_ASK = ("Write a complete Python program, not just a function: it reads the input from standard input "
+          "and prints the answer to standard output, in the input and output format given in the problem. "
+          "Answer in one ```python code block.")
+
+
 def messages(problem, plan: str | None = None) -> list[dict]:
-    """Chat messages asking for the function; with a plan, the Coder is told to follow it."""
+    """Chat messages asking for the function (or, for an I/O problem, a whole stdin -> stdout
+    program); with a plan, the Coder is told to follow it."""
     ask = (f"Problem:\n{problem.prompt.strip()}\n\n")
     if plan is not None:
         ask += f"Plan:\n{plan.strip()}\n\nFollow the plan. "
-    ask += f"Write the complete Python function `{problem.entry_point}` in one ```python code block."
+    if problem.is_io:
+        ask += IO_ASK
+    elif problem.entry_point:
+        ask += f"Write the complete Python function `{problem.entry_point}` in one ```python code block."
+    else:
+        ask += "Write the complete Python code in one ```python code block."
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ask}]
 
 
@@ -32,7 +43,9 @@ def extract_code(text: str) -> str | None:
     3. a lone fence: the code after it (generation stopped inside the block), or, when only
        text before it looks like code, that code (the model forgot the opening fence);
     4. no fence: from the first line starting with 'def ', 'import ', 'from ' or 'class ' to the end;
-    5. otherwise None (the sandbox records verdict 'no_code').
+    5. no fence and no such line: from the first line that starts a statement of a script
+       (`print(` or `name = ...`, as in `n = int(input())`: an I/O program) to the end;
+    6. otherwise None (the sandbox records verdict 'no_code').
 
     >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
     'def f():\\n    return 1\\n'
@@ -45,22 +58,36 @@ def extract_code(text: str) -> str | None:
     if "```" in text:  # a lone fence: the block was never closed, or never opened
         before, after = text.rsplit("```", 1)
         after = after.split("\n", 1)[1] if "\n" in after else ""  # drop the tag line
-        if not re.search(r"^(def |import |from |class )", after, flags=re.M) and "```" not in before:
-            after = extract_code(before) or ""  # code first, then a closing fence
+        if not DEF_LINE.search(after) and "```" not in before:
+            after = extract_code(before) or after  # code first, then a closing fence
         return after if after.strip() else None
-    m = re.search(r"^(def |import |from |class )", text, flags=re.M)
+    m = DEF_LINE.search(text) or SCRIPT_LINE.search(text)
     return text[m.start():] if m else None
 
 
+DEF_LINE = re.compile(r"^(def |import |from |class )", re.M)
+SCRIPT_LINE = re.compile(r"^(print\(|[A-Za-z_]\w*([ \t]*,[ \t]*[A-Za-z_]\w*)*[ \t]*=[ \t]*[^=\s])", re.M)
+
+
+TYPING_IMPORTS = "from typing import *\n"
+
+
 def program(problem, code: str | None) -> str | None:
-    """Program for the sandbox: the prompt's own stub first when the prompt is Python code.
+    """Program for the sandbox: the code alone for an I/O problem (it is the whole program);
+    else the prompt's own stub first when the prompt is Python code.
 
     HumanEval-style prompts (imports, helper functions, a def with a docstring) are valid Python:
     running them before the generated code brings their imports and helpers (our choice, as
     in human-eval's prompt + completion), and the generated def then replaces the stub.
+    LeetCode-style problems (tests call `Solution().method`: LiveCodeBench, some of APPS) get
+    TYPING_IMPORTS first: their starter code annotates with List / Optional without importing
+    them, and both benchmarks' own graders put such imports before the program
+    (lcb_runner/evaluation/testing_util.py import_string; hendrycks/apps eval/testing_util.py).
     """
-    if code is None:
-        return None
+    if code is None or problem.is_io:
+        return code
+    if any("Solution()." in t for t in problem.tests):
+        code = TYPING_IMPORTS + code
     try:
         ast.parse(problem.prompt)
     except SyntaxError:

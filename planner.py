@@ -18,14 +18,23 @@ SYSTEM = ("You are a planning assistant for Python programming problems. "
           "You never write code. You answer with a short numbered list of steps in plain English.")
 
 
+IO_TARGET = ("a program that reads the input from standard input and prints the answer to standard output, "
+             "in the input and output format given in the problem")
+
+
 def messages(problem) -> list[dict]:
-    """Chat messages asking for a plan for `problem` (a data.Problem)."""
+    """Chat messages asking for a plan for `problem` (a data.Problem): for the function
+    `entry_point`, or, for an I/O problem (no function at all), for a whole program that reads
+    standard input and writes standard output in the statement's format."""
+    if problem.is_io:
+        target = IO_TARGET
+    else:
+        target = f"the function `{problem.entry_point}`" if problem.entry_point else "the solution"
     return [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": (
             f"Problem:\n{problem.prompt.strip()}\n\n"
-            f"Write a short plan (2 to 5 numbered steps, no code) for the function "
-            f"`{problem.entry_point}`.")},
+            f"Write a short plan (2 to 5 numbered steps, no code) for {target}.")},
     ]
 
 

@@ -103,3 +103,96 @@ def test_humaneval_from_package():
     assert probs[0].tests == ("check(has_close_elements)",) and "def check(candidate)" in probs[0].setup
     r = sandbox.run_many([dict(program=p.solution, tests=list(p.tests), setup=p.setup) for p in probs[:3]])
     assert [x.verdict for x in r] == ["passed"] * 3
+
+
+IO_REC = {"task_id": "io/sum", "prompt": "Read two integers a and b, print a + b.",
+          "io_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "-5 5\n", "output": "0\n"}],
+          "solution": "a, b = map(int, input().split())\nprint(a + b)\n", "plan": "1. Read.\n2. Print the sum.",
+          "difficulty": "easy", "time_limit_s": 2, "memory_mb": 64}
+FN_REC = {"task_id": "fn/slow", "prompt": "def f(n): ...", "entry_point": "f", "tests": ["assert f(3) == 6"],
+          "solution": "def f(n):\n    return n * (n + 1)\n", "slow_solution": "def f(n):\n    return sum(2 * i for i in range(n + 1))\n",
+          "time_limit_s": 0.5}
+
+
+def _write(path, *recs):
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_io_and_function_records_become_problems(tmp_path):
+    """Catches: io_tests kept as dicts (the sandbox wants (input, output) pairs), the limits or
+    slow_solution dropped, an I/O problem given an entry point, is_io true for function problems."""
+    io, fn = data.load_jsonl(_write(tmp_path / "set.jsonl", IO_REC, FN_REC))
+    assert io == data.Problem("io/sum", IO_REC["prompt"], "", (), "", IO_REC["solution"], IO_REC["plan"],
+                              io_tests=(("1 2\n", "3\n"), ("-5 5\n", "0\n")), time_limit_s=2, memory_mb=64)
+    assert (io.is_io, fn.is_io) == (True, False)
+    assert (fn.tests, fn.io_tests, fn.time_limit_s, fn.memory_mb) == (("assert f(3) == 6",), (), 0.5, None)
+    assert fn.slow_solution == FN_REC["slow_solution"]
+
+
+def test_sandbox_job_takes_the_problem_limits():
+    """Catches: the problem's time limit ignored (or the caller's default ignored when there is
+    none), memory_mb=None passed to the sandbox (which would lift its default limit)."""
+    io = data.Problem("io/1", "p", "", (), io_tests=(("1\n", "1\n"),), time_limit_s=2.5, memory_mb=128)
+    assert io.sandbox_job("print(input())", 4.0) == {
+        "program": "print(input())", "tests": [], "io_tests": [("1\n", "1\n")], "setup": "",
+        "timeout_s": 2.5, "memory_mb": 128}
+    fn = data.Problem("fn/1", "p", "f", ("assert f() == 1",), setup="import math")
+    assert fn.sandbox_job("def f(): return 1", 4.0) == {
+        "program": "def f(): return 1", "tests": ["assert f() == 1"], "io_tests": [], "setup": "import math",
+        "timeout_s": 4.0}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"tests": ["assert f() == 1"], "entry_point": "f"}, r"a problem has function tests or I/O tests, not both"),
+    ({"io_tests": None, "_drop": "io_tests"}, r"no tests: a problem needs 'tests'"),
+    ({"io_tests": []}, r"'io_tests' must be a non-empty list"),
+    ({"io_tests": "1 2 -> 3"}, r"'io_tests' must be a non-empty list"),
+    ({"io_tests": [["1 2\n", "3\n"]]}, r"io_tests\[0\] must be an object with string 'input' and 'output'"),
+    ({"io_tests": [{"input": "1\n", "output": "1\n"}, {"input": 1, "output": "1"}]}, r"io_tests\[1\] must"),
+    ({"io_tests": [{"input": "1\n"}]}, r"io_tests\[0\] must"),
+    ({"time_limit_s": 0}, r"'time_limit_s' must be a positive number, got 0"),
+    ({"time_limit_s": -1.5}, r"'time_limit_s' must be a positive number"),
+    ({"time_limit_s": "2"}, r"'time_limit_s' must be a positive number, got '2'"),
+    ({"time_limit_s": True}, r"'time_limit_s' must be a positive number, got True"),
+    ({"memory_mb": 1.5}, r"'memory_mb' must be a positive integer, got 1.5"),
+    ({"memory_mb": 0}, r"'memory_mb' must be a positive integer"),
+    ({"solution": ["print(1)"]}, r"'solution' must be a string"),
+])
+def test_bad_io_record_names_file_and_line(tmp_path, change, message):
+    """Catches: a record with both kinds or neither accepted, an I/O test that is not a
+    {input: str, output: str} object accepted (the sandbox would crash or judge None), a zero,
+    negative, string or boolean limit accepted; and each error must name FILE:LINE."""
+    bad = {k: v for k, v in {**IO_REC, **change}.items() if k != change.get("_drop") and k != "_drop"}
+    with pytest.raises(data.DataError, match=r"set\.jsonl:2: " + message):
+        data.load_jsonl(_write(tmp_path / "set.jsonl", FN_REC, bad))
+
+
+def test_function_record_with_slow_solution_type_checked(tmp_path):
+    """Catches: slow_solution accepted as a non-string (it is run as a program)."""
+    with pytest.raises(data.DataError, match=r"set\.jsonl:1: 'slow_solution' must be a string"):
+        data.load_jsonl(_write(tmp_path / "set.jsonl", {**FN_REC, "slow_solution": 3}))
+
+
+def test_comma_list_concatenates_and_refuses_shared_task_ids(tmp_path, train, val):
+    """Catches: only the first set of a comma list loaded, sets reordered, or a task present in
+    two sets silently trained on twice."""
+    a = _write(tmp_path / "a.jsonl", FN_REC)
+    b = _write(tmp_path / "b.jsonl", IO_REC)
+    assert [p.task_id for p in data.load(f"{a},{b}")] == ["fn/slow", "io/sum"]
+    both = data.load("train,val")
+    assert [p.task_id for p in both] == [p.task_id for p in train] + [p.task_id for p in val]
+    c = _write(tmp_path / "c.jsonl", {**IO_REC, "task_id": "fn/slow"})
+    with pytest.raises(data.DataError, match=r"task_id 'fn/slow' is in both '.*a\.jsonl' and '.*c\.jsonl'"):
+        data.load(f"{a},{b},{c}")
+
+
+def test_io_set_names_read_our_data_dir(tmp_path, monkeypatch):
+    """Catches: io_train / io_val not recognised as our set names (they would be read as a
+    relative file path), or read from somewhere other than data/<name>.jsonl."""
+    monkeypatch.setattr(data, "DATA_DIR", tmp_path)
+    with pytest.raises(data.DataError, match=r"io_train\.jsonl: no such file"):
+        data.load("io_train")
+    _write(tmp_path / "io_val.jsonl", IO_REC)
+    assert [p.task_id for p in data.load("io_val")] == ["io/sum"]
+    assert [p.task_id for p in data.load("io_val@test")] == ["io/sum"]  # eval's --split on a set without splits
