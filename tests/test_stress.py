@@ -11,6 +11,7 @@ else Result.cpu_s minus that of the same tests run against an empty program (the
 start and the harness, which both runs pay). Summed over all of a problem's tests: its small tests
 cost ~0 for both programs, so this can only understate the ratio on the stress tests alone.
 """
+import inspect
 import json
 import statistics
 from pathlib import Path
@@ -20,6 +21,10 @@ import pytest
 
 import coder
 import sandbox
+
+# I/O tests in the sandbox come with the `sandbox` branch (CONTRACT.md); until it is merged, skip.
+NO_IO = pytest.mark.skipif("io_tests" not in inspect.signature(sandbox.run_program).parameters,
+                           reason="sandbox.run_program has no io_tests yet")
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_TIMEOUT_S = 4.0  # eval.py's --sandbox-timeout default
@@ -100,6 +105,7 @@ def test_function_stress_both_pass_and_slow_is_5x():
     assert slow == {}, f"ratio below {MIN_RATIO}: {slow}; median {statistics.median(ratios.values()):.0f}"
 
 
+@NO_IO
 @pytest.mark.skipif(not (DATA / "io_val.jsonl").exists(), reason="no data/io_val.jsonl")
 def test_io_stress_both_pass_and_slow_is_5x():
     """The same for I/O problems: big stdin, both programs right, the naive one >= 5x the CPU."""
