@@ -46,12 +46,17 @@ def _stress(name):
     return [r for r in _records(name) if r.get("slow_solution")]
 
 
+def _as_problem(rec):
+    """The attributes of data.Problem that coder.program reads, for a function record."""
+    return SimpleNamespace(prompt=rec["prompt"], tests=tuple(rec["tests"]), is_io=False, entry_point=rec["entry_point"])
+
+
 def _job(rec, code):
     """run_many kwargs for `code` on all of rec's tests (CONTRACT.md: io_tests for an I/O record)."""
     timeout = rec.get("time_limit_s") or DEFAULT_TIMEOUT_S
     if "io_tests" in rec:
         return dict(program=code, io_tests=[(t["input"], t["output"]) for t in rec["io_tests"]], timeout_s=timeout)
-    return dict(program=coder.program(SimpleNamespace(prompt=rec["prompt"]), code), tests=list(rec["tests"]),
+    return dict(program=coder.program(_as_problem(rec), code), tests=list(rec["tests"]),
                 setup=rec.get("setup", ""), timeout_s=timeout)
 
 
