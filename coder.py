@@ -37,6 +37,7 @@ def extract_code(text: str) -> str | None:
     >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
     'def f():\\n    return 1\\n'
     """
+    # BEGIN SOLUTION extract
     blocks = FENCE.findall(text)
     py = [body for tag, body in blocks if tag.lower() in ("python", "py", "python3", "")]
     if py or blocks:
@@ -50,6 +51,7 @@ def extract_code(text: str) -> str | None:
         return after if after.strip() else None
     m = re.search(r"^(def |import |from |class )", text, flags=re.M)
     return text[m.start():] if m else None
+    # END SOLUTION
 
 
 def program(problem, code: str | None) -> str | None:
