@@ -275,3 +275,14 @@ def test_coder_advantages_docstring_example_alone():
     assert grpo.coder_advantages(r, ok, "problem", scale=False)[0].flatten().tolist() == [0.75, -0.25, -0.25, -0.25]
     with pytest.raises(ValueError, match="unknown coder baseline"):
         grpo.coder_advantages(r, ok, "plans")
+
+
+@pytest.mark.parametrize("value,k", [(0.9, 3), (0.1, 7)])
+def test_equal_rewards_with_rounding_give_exactly_zero(value, k):  # known bug 3
+    """k equal float32 rewards whose mean rounds away from them (3 x 0.9: r - mean = 6e-8; 7 x 0.1: -7e-9):
+    the advantages must still be exactly 0. Catches: zero-variance groups detected by the std and not
+    zeroed (6e-8 / (std + 1e-4) = 6e-4: a group without signal would train on rounding noise)."""
+    r = torch.full((1, k), value)
+    assert (r - r.sum(-1, keepdim=True) / k).abs().max() > 0  # the fixture really rounds
+    adv, zero = grpo.group_advantages(r, torch.ones(1, k, dtype=torch.bool))
+    assert torch.equal(adv, torch.zeros(1, k)) and zero.tolist() == [True]
