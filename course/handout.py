@@ -122,11 +122,12 @@ def read_text(path: Path) -> str | None:
 class Source:
     """The reference tree: its files, their solution blocks, the registry."""
 
-    def __init__(self, src: Path):
+    def __init__(self, src: Path, exclude: Path | None = None):
         self.src = src
         self.exercises = registry.load(src / REGISTRY)
         self.by_id = {ex["id"]: ex for ex in self.exercises}
-        self.files = project_files(src)
+        self.files = [f for f in project_files(src) if Path(f).name != "grades.json"
+                      and not (exclude and (src / f).resolve().is_relative_to(exclude))]  # not an old handout
         self.texts = {f: read_text(src / f) for f in self.files}
         self.blocks = {f: find_blocks(t, f) for f, t in self.texts.items() if f.endswith(".py") and t is not None}
         self.blocks = {f: b for f, b in self.blocks.items() if b}
@@ -228,15 +229,14 @@ class Collector:
 def _child(root: Path, exercises, expr: str, files: list, first_fail: bool, threads: int, result: Path, log: Path):
     code = 1
     try:
-        import torch
-
         os.chdir(root)
         sys.path.insert(0, str(root))
         sys.dont_write_bytecode = True  # no __pycache__ in the copies (nor pytest's rewritten asserts)
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-        torch.set_num_threads(threads)
+        if "torch" in sys.modules:  # imported by warm(): one thread per run when runs go in parallel
+            sys.modules["torch"].set_num_threads(threads)
         plugin = Collector(exercises)
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no third-party plugin is needed
         # --assert=plain: no assert rewriting (half of a short run's time); outcomes are the same
@@ -316,14 +316,16 @@ def check_handout(source: Source, out: Path) -> list[str]:
     return problems
 
 
-def build(src: Path, out: Path, n_jobs: int = 2, timeout: float = 300.0, force: bool = False) -> int:
+def build(src: Path, out: Path, n_jobs: int = 2, timeout: float = 300.0, force: bool = False,
+          preload: bool = True) -> int:
     """Generate and check the handout; prints a table. Returns 0 (built), 1 (a check failed)."""
     t_start = time.monotonic()
-    source = Source(src)
+    source = Source(src, exclude=out)
     if out.exists() and any(out.iterdir()) and not force:
         raise Refused(f"{out} exists and is not empty (use --force to replace it)")
     exercises = source.exercises
-    warm()
+    if preload:
+        warm()
     work = Path(tempfile.mkdtemp(prefix="handout-"))
     try:
         staged = source.write(work / "handout", stub_ids=source.by_id, handout=True)
@@ -406,9 +408,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="test runs at a time")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per test run")
     ap.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    ap.add_argument("--no-warm", action="store_true", help="do not pre-import torch & co. (tiny test trees)")
     args = ap.parse_args(argv)
     try:
-        return build(args.source.resolve(), args.out.resolve(), args.jobs, args.timeout, args.force)
+        return build(args.source.resolve(), args.out.resolve(), args.jobs, args.timeout, args.force, not args.no_warm)
     except (Refused, registry.RegistryError) as e:
         print(f"refused: {e}", file=sys.stderr)
         return 2
