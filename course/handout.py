@@ -20,6 +20,7 @@ Each run selects one exercise's tests by its marker in a throw-away copy (course
 process forked after torch and transformers are imported).
 """
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -84,6 +85,25 @@ def find_blocks(text: str, where: str) -> list[Block]:
     return blocks
 
 
+def check_spec(f: str, text: str, blocks: list[Block], by_id: dict) -> None:
+    """Each block must lie inside a function its exercise lists (registry 'functions'), below that
+    function's docstring: the handout keeps the signature and the spec. Raises Refused otherwise."""
+    funcs = [n for n in ast.walk(ast.parse(text, f)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    module = f[:-3].replace("/", ".")
+    for b in blocks:  # 1-based: BEGIN is line b.start + 1, the body ends at line b.end (END is a comment)
+        around = [n for n in funcs if n.lineno <= b.start and b.end <= n.end_lineno]
+        inner = max(around, key=lambda n: n.lineno, default=None)
+        listed = by_id[b.id]["functions"]
+        if inner is None or f"{module}.{inner.name}" not in listed:
+            raise Refused(f"{f}:{b.start + 1}: block {b.id!r} is not inside {' or '.join(listed)} "
+                          f"(the functions {REGISTRY} lists for it)")
+        doc = inner.body[0] if inner.body and isinstance(inner.body[0], ast.Expr) else None
+        if not (doc and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
+                and doc.end_lineno <= b.start):
+            raise Refused(f"{f}:{b.start + 1}: {module}.{inner.name} needs its docstring above the block "
+                          f"(the handout keeps only what is outside it)")
+
+
 def stub(text: str, blocks: list[Block], ids) -> str:
     """text with the blocks of the exercises `ids` replaced by their one-line stub."""
     lines = text.split("\n")
@@ -130,6 +150,8 @@ class Source:
             for b in bs:
                 if b.id not in self.by_id:
                     raise Refused(f"{f}:{b.start + 1}: BEGIN SOLUTION {b.id}: no such exercise in {REGISTRY}")
+        for f, bs in self.blocks.items():
+            check_spec(f, self.texts[f], bs, self.by_id)
         if missing := [ex["id"] for ex in self.exercises if ex["id"] not in found]:
             raise Refused(f"{REGISTRY}: exercise {missing[0]!r} has no BEGIN SOLUTION block in the code")
         self.mutants = [(ex["id"], m["why"], m["file"], self.mutate(ex["id"], m)) for ex in self.exercises

@@ -131,6 +131,21 @@ def test_bad_markers_are_refused_in_one_line(tmp_path, lines, message):
     assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, proc.stderr
 
 
+def test_block_outside_its_function_or_above_the_docstring_is_refused(tmp_path):
+    """The spec must survive: a block that swallows the docstring, or sits in a function the registry
+    does not list for it (a drifted registry), is refused. Catches: a handout whose stubbed function
+    has no docstring left to say what to write (CS336's docstring drift)."""
+    src = tiny_tree(tmp_path / "src")
+    (src / "mod.py").write_text("\n".join(["def double(x):", "    # BEGIN SOLUTION double", '    """2 x."""',
+                                           "    return 2 * x", "    # END SOLUTION", ""]))
+    proc = run(ROOT / "course" / "handout.py", tmp_path / "out", "--source", src, "--no-warm")
+    assert proc.returncode == 2 and "mod.py:2: mod.double needs its docstring above the block" in proc.stderr
+    (src / "mod.py").write_text("\n".join(["def triple(x):", '    """3 x."""', "    # BEGIN SOLUTION double",
+                                           "    return 3 * x", "    # END SOLUTION", ""]))
+    proc = run(ROOT / "course" / "handout.py", tmp_path / "out", "--source", src, "--no-warm")
+    assert proc.returncode == 2 and "mod.py:3: block 'double' is not inside mod.double" in proc.stderr
+
+
 def test_a_test_that_passes_on_the_stub_fails_the_build(tmp_path):
     """test_weak only checks that double is callable: it passes on the stub, so check (2) must fail
     the build (exit 1, nothing written). Catches: a check (2) that only asks for ANY failing test."""
