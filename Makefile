@@ -40,3 +40,13 @@ $(VENV)/.installed: requirements.txt
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
+
+# Course (course/EXERCISES.md): the student handout, built from the solution markers and checked
+# (reference passes, every stub fails its tests, every registry mutant is caught); then grading.
+HANDOUT ?= runs/handout
+.PHONY: handout grade
+handout: $(VENV)/.installed
+	$(PY) course/handout.py $(HANDOUT) $(ARGS)
+
+grade: $(VENV)/.installed
+	$(PY) course/grade.py $(ARGS)

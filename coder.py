@@ -50,6 +50,7 @@ def extract_code(text: str) -> str | None:
     >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
     'def f():\\n    return 1\\n'
     """
+    # BEGIN SOLUTION extract
     blocks = FENCE.findall(text)
     py = [body for tag, body in blocks if tag.lower() in ("python", "py", "python3", "")]
     if py or blocks:
@@ -63,6 +64,7 @@ def extract_code(text: str) -> str | None:
         return after if after.strip() else None
     m = DEF_LINE.search(text) or SCRIPT_LINE.search(text)
     return text[m.start():] if m else None
+    # END SOLUTION
 
 
 DEF_LINE = re.compile(r"^(def |import |from |class )", re.M)

@@ -38,9 +38,11 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     logits: [N, T, V] (the logits that PREDICT tokens, i.e. already shifted), tokens: [N, T]
     -> [N, T] float32 log-probs. Equation: log p(v) = z_v - logsumexp(z).
     """
+    # BEGIN SOLUTION logprobs
     logits = logits.float()
     picked = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # [N, T]
     return picked - torch.logsumexp(logits, dim=-1)  # [N, T]
+    # END SOLUTION
 
 
 def completion_mask(seqs: torch.Tensor, prompt_len: int, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,6 +57,7 @@ def completion_mask(seqs: torch.Tensor, prompt_len: int, eos_id: int) -> tuple[t
     tensor([[1., 1., 0.],
             [1., 1., 1.]])
     """
+    # BEGIN SOLUTION mask
     comp = seqs[:, prompt_len:]  # [N, T]
     T = comp.shape[1]
     is_eos = comp == eos_id  # [N, T]
@@ -63,6 +66,7 @@ def completion_mask(seqs: torch.Tensor, prompt_len: int, eos_id: int) -> tuple[t
     pos = torch.arange(T, device=seqs.device)  # [T]
     mask = (pos[None, :] <= first_eos[:, None]).float()  # [N, T]
     return mask, truncated
+    # END SOLUTION
 
 
 def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,6 +85,7 @@ def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, scale: bool = T
     tensor([[ 0.9998, -0.9998],
             [ 0.0000,  0.0000]])
     """
+    # BEGIN SOLUTION group_adv
     v = valid.float()
     n = v.sum(-1, keepdim=True)  # [..., 1]
     mean = (rewards * v).sum(-1, keepdim=True) / n.clamp(min=1)
@@ -91,6 +96,7 @@ def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, scale: bool = T
     adv = (rewards - mean) / (std + EPS) if scale else rewards - mean
     adv = torch.where(valid & ~zero_std.unsqueeze(-1), adv, torch.zeros_like(adv))
     return adv, zero_std
+    # END SOLUTION
 
 
 def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str = "plan", scale: bool = True):
@@ -100,6 +106,7 @@ def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str =
     does not punish the Coder. 'problem': group = all G*M codes of the problem (plain GRPO).
     Returns (A [B, G, M], zero_std bool [B, G] or [B]). Raises ValueError for another baseline.
     """
+    # BEGIN SOLUTION coder_adv
     if baseline == "plan":
         return group_advantages(rewards, valid, scale)
     if baseline != "problem":
@@ -107,6 +114,7 @@ def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str =
     B, G, M = rewards.shape
     adv, zero = group_advantages(rewards.reshape(B, G * M), valid.reshape(B, G * M), scale)
     return adv.reshape(B, G, M), zero
+    # END SOLUTION
 
 
 def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: torch.Tensor,
@@ -119,6 +127,7 @@ def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: t
     still credits a good plan while the Coder is weak). A plan none of whose codes is valid is left
     out of its group. Returns (A [B, G], zero_std [B]). Raises ValueError for another credit.
     """
+    # BEGIN SOLUTION planner_adv
     v = valid.float()
     if credit == "mean":
         plan_reward = (rewards * v).sum(-1) / v.sum(-1).clamp(min=1)  # [B, G]  R^P_i
@@ -128,6 +137,7 @@ def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: t
         raise ValueError(f"unknown planner credit '{credit}': use mean or max")
     ok = plan_valid & valid.any(-1)  # [B, G]
     return group_advantages(plan_reward, ok, scale)
+    # END SOLUTION
 
 
 def loss_weights(mask: torch.Tensor, loss_type: str = "token", max_len: int | None = None) -> torch.Tensor:
@@ -140,6 +150,7 @@ def loss_weights(mask: torch.Tensor, loss_type: str = "token", max_len: int | No
     losses gives exactly the full-batch loss. Masked-out (truncated/excluded) samples have
     mask = 0 and are not counted in any normaliser.
     """
+    # BEGIN SOLUTION loss_weights
     mask = mask.float()
     lens = mask.sum(-1, keepdim=True)  # [N, 1]
     n_seq = (lens > 0).sum().clamp(min=1)
@@ -150,6 +161,7 @@ def loss_weights(mask: torch.Tensor, loss_type: str = "token", max_len: int | No
     if loss_type == "dr_grpo":
         return mask / (n_seq * (max_len or mask.shape[1]))
     raise ValueError(f"unknown loss_type '{loss_type}': use token, grpo or dr_grpo")
+    # END SOLUTION
 
 
 def grpo_loss(logp, old_logp, ref_logp, adv, weights, epsilon=0.2, epsilon_high=None, beta=0.0):
@@ -167,6 +179,7 @@ def grpo_loss(logp, old_logp, ref_logp, adv, weights, epsilon=0.2, epsilon_high=
                 L = -(0.5 + 1 + 1.28) / 3 = -0.926667
         A = -1: min(-rho, -clip(rho)) = [-0.8, -1, -1.5]       L = (0.8 + 1 + 1.5) / 3 = 1.1
     """
+    # BEGIN SOLUTION surrogate
     eps_low, eps_high = epsilon, epsilon if epsilon_high is None else epsilon_high
     A = adv[:, None]  # [N, 1]
     ratio = torch.exp(logp - old_logp)  # [N, T]
@@ -183,6 +196,7 @@ def grpo_loss(logp, old_logp, ref_logp, adv, weights, epsilon=0.2, epsilon_high=
             "clip_frac": (((ratio < 1 - eps_low) | (ratio > 1 + eps_high)) & on).sum().item() / n.item(),
             "ratio": (ratio * on).sum().item() / n.item(),
         }
+    # END SOLUTION
     return loss, metrics
 
 

@@ -119,7 +119,9 @@ def logprobs(policy, r: Rollout, rows=slice(None)) -> torch.Tensor:
     Only the last T + 1 positions' logits are computed (logits_to_keep), and of those the first T
     predict the completion tokens: logits at position P-1+t predict token P+t.
     """
+    # BEGIN SOLUTION policy_logprobs
     seqs, attn = r.seqs[rows], r.attn[rows]  # [n, L]
     T = seqs.shape[1] - r.prompt_len
     logits = policy(input_ids=seqs, attention_mask=attn, logits_to_keep=T + 1, use_cache=False).logits
     return token_logprobs(logits[:, :-1], seqs[:, r.prompt_len:])  # [n, T]
+    # END SOLUTION

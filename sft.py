@@ -34,12 +34,14 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
         chats = [planner.messages(p) if role == "planner" else coder.messages(p, p.plan if with_plan else None)
                  for p in batch]
         targets = [planner.sft_target(p) if role == "planner" else coder.sft_target(p) for p in batch]
+        # BEGIN SOLUTION sft_step
         r = rollout.from_texts(tok, chats, targets, next(policy.parameters()).device)
         loss = -(rollout.logprobs(policy, r) * grpo.loss_weights(r.mask, "token")).sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], args.max_grad_norm)
         optimizer.step()
+        # END SOLUTION
         if log:
             log.write(json.dumps({"phase": "sft", "role": role, "sft_step": i + 1, "loss": loss.item()}) + "\n")
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale

@@ -33,11 +33,13 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples of which c pass (Chen et al. 2021, "Evaluating Large
     Language Models Trained on Code", eq. 1): 1 - C(n-c, k) / C(n, k), computed as the stable
     product 1 - prod_{i=n-c+1}^{n} (1 - k / i). Raises ValueError when k > n."""
+    # BEGIN SOLUTION pass_at_k
     if k > n:
         raise ValueError(f"pass@{k} needs at least {k} samples per problem, got n={n}")
     if n - c < k:
         return 1.0
     return 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+    # END SOLUTION
 
 
 def problem_scores(rows: list, k: int) -> list[float]:

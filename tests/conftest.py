@@ -39,3 +39,19 @@ def tiny_policy(tokenizer):
         if "lora_B" in n:
             torch.nn.init.normal_(p, std=0.02)
     return policy
+
+
+def pytest_configure(config):
+    """One marker per course exercise (course/exercises.toml): `pytest -m ex_group_adv tests`."""
+    if (ROOT / "course" / "exercises.toml").exists():
+        from course import registry
+
+        registry.register_markers(config)
+
+
+def pytest_collection_modifyitems(items):
+    """Tag the tests each course exercise lists with its marker."""
+    if (ROOT / "course" / "exercises.toml").exists():
+        from course import registry
+
+        registry.mark_items(items)

@@ -177,3 +177,112 @@ def test_empty_plan_or_code_does_not_change_the_others():  # known bug 10, issue
     a, _ = grpo.coder_advantages(torch.tensor([[[1.0, 0.0, 0.0]]]), code_ok)
     b, _ = grpo.coder_advantages(torch.tensor([[[1.0, 0.0]]]), torch.ones(1, 1, 2, dtype=torch.bool))
     assert a[0, 0, :2].tolist() == b[0, 0].tolist() and a[0, 0, 2].item() == 0.0
+
+
+def test_token_logprobs_gradient_is_softmax_not_one_hot():
+    """d log p(tok) / dz = onehot(tok) - softmax(z): with softmax [1/4, 3/4] and tok = 1 the gradient is
+    [-1/4, 1/4]; with [1/2, 1/2] and tok = 0 it is [1/2, -1/2]. Catches: logsumexp(...).detach() (values
+    right, gradient = the one-hot [0, 1] and [1, 0]: the policy gradient would push every logit of the
+    sampled token up with nothing pushing the others down)."""
+    logits = torch.tensor([[[0.0, math.log(3.0)], [5.0, 5.0]]], requires_grad=True)
+    grpo.token_logprobs(logits, torch.tensor([[1, 0]])).sum().backward()
+    assert torch.allclose(logits.grad, torch.tensor([[[-0.25, 0.25], [0.5, -0.5]]]), atol=1e-6)
+
+
+def test_token_logprobs_match_log_softmax_gather_with_gradient():
+    """Independent autograd reference: log_softmax then gather, on random logits [2, 3, 7] with a random
+    weighted sum (as in the loss). Values and gradients must agree. Catches: .detach() on the
+    normaliser, a softmax (probabilities, not log-probs), logsumexp over the wrong dim."""
+    torch.manual_seed(0)
+    z = (3 * torch.randn(2, 3, 7)).requires_grad_()
+    tokens = torch.randint(0, 7, (2, 3))
+    w = torch.randn(2, 3)
+    ours = grpo.token_logprobs(z, tokens)
+    (g_ours,) = torch.autograd.grad((ours * w).sum(), z)
+    ref = torch.log_softmax(z, dim=-1).gather(-1, tokens[..., None])[..., 0]
+    (g_ref,) = torch.autograd.grad((ref * w).sum(), z)
+    assert torch.allclose(ours, ref, atol=1e-5) and torch.allclose(g_ours, g_ref, atol=1e-6)
+
+
+def test_token_logprobs_are_float32_for_bf16_logits():
+    """bf16 logits (a bf16 model) -> float32 log-probs equal to the float32 computation. Catches: no
+    upcast (bf16 logsumexp loses ~3 digits; the ratio exp(logp - old) would be noisy at rho = 1)."""
+    torch.manual_seed(1)
+    z = torch.randn(2, 4, 11).to(torch.bfloat16)
+    tokens = torch.randint(0, 11, (2, 4))
+    lp = grpo.token_logprobs(z, tokens)
+    assert lp.dtype == torch.float32
+    assert torch.allclose(lp, torch.log_softmax(z.float(), -1).gather(-1, tokens[..., None])[..., 0], atol=1e-6)
+
+
+def test_planner_credit_uses_valid_codes_only_and_drops_plans_without_any():
+    """Plan 1: codes [1, <empty>], plan 2: [0.5, 0.25], plan 3: both codes empty (rewards 0).
+    mean credit: R^P = [1, 0.375] over plans 1-2 (plan 3 out): mean 0.6875, std 0.3125 -> +-0.3125/0.3126.
+    max credit:  R^P = [1, 0.5]: mean 0.75, std 0.25 -> +-0.25/0.2501.
+    Catches: the mean over ALL codes (R^P = [0.5, 0.375] -> +-0.0625/0.0626 = +-0.99840), and a plan
+    with no valid code kept in its group (R^P = [1, 0.375, 0]: a group of 3, plan 3 punished)."""
+    r = torch.tensor([[[1.0, 0.0], [0.5, 0.25], [0.0, 0.0]]])
+    ok = torch.tensor([[[True, False], [True, True], [False, False]]])
+    plan_ok = torch.ones(1, 3, dtype=torch.bool)
+    a_mean, zero = grpo.planner_advantages(r, ok, plan_ok, "mean")
+    assert a_mean[0].tolist() == pytest.approx([0.3125 / 0.3126, -0.3125 / 0.3126, 0.0], rel=1e-6)
+    assert zero.tolist() == [False]
+    a_max, _ = grpo.planner_advantages(r, ok, plan_ok, "max")
+    assert a_max[0].tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501, 0.0], rel=1e-6)
+
+
+def test_coder_problem_baseline_leaves_invalid_codes_out():
+    """Plan 1 codes [1, 0], plan 2 codes [0.5, <empty>]. 'problem': the valid group {1, 0, 0.5} has mean
+    0.5 and std sqrt(1/6) = 0.408248 -> [0.5/0.408348, -0.5/0.408348, 0, 0] (the 0.5 sits exactly on the
+    mean). 'plan': plan 1 -> +-0.5/0.5001, plan 2 has one valid code -> 0, 0. Catches: the empty code
+    counted in the problem's group (mean 0.375: the 0.5 code would get +0.30), advantages reshaped
+    back in the wrong order."""
+    r = torch.tensor([[[1.0, 0.0], [0.5, 0.0]]])
+    ok = torch.tensor([[[True, True], [True, False]]])
+    s = math.sqrt(1 / 6) + 1e-4
+    a, zero = grpo.coder_advantages(r, ok, "problem")
+    assert a.flatten().tolist() == pytest.approx([0.5 / s, -0.5 / s, 0.0, 0.0], rel=1e-6, abs=1e-7)
+    assert zero.tolist() == [False]
+    a_plan, zero_plan = grpo.coder_advantages(r, ok, "plan")
+    assert a_plan.flatten().tolist() == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0, 0.0], rel=1e-6)
+    assert zero_plan.tolist() == [[False, True]]
+
+
+def test_dr_grpo_divides_by_max_len_not_by_the_batch_width():
+    """Batch width 3 but token budget max_len = 8, 2 non-empty rows: w = 1 / (2 * 8) = 1/16 per token,
+    summing to 3/16 (a constant normaliser: the loss scale does not depend on how long this batch's
+    completions happen to be). Without max_len the width is used: 1 / (2 * 3). Catches: the batch's
+    width (1/6) used even when max_len is given, the empty row counted (1/24)."""
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    w = grpo.loss_weights(mask, "dr_grpo", max_len=8)
+    assert torch.allclose(w, mask / 16, atol=1e-8) and w.sum().item() == pytest.approx(3 / 16)
+    assert torch.allclose(grpo.loss_weights(mask, "dr_grpo"), mask / 6, atol=1e-8)
+
+
+def test_coder_advantages_docstring_example_alone():
+    """The module docstring's Coder numbers, without the Planner: r = [[1, 0], [0, 0]]. 'plan' -> plan 1
+    +-0.5/0.5001, plan 2 exactly 0; 'problem' -> 0.75/0.43311 and -0.25/0.43311; scale=False -> r - mean.
+    Catches: the problem's group used for 'plan' (1.73165 for the first code), the scale flag ignored
+    in the 'plan' branch (0.99980 instead of 0.5), an unknown baseline accepted."""
+    r = torch.tensor([[[1.0, 0.0], [0.0, 0.0]]])
+    ok = torch.ones(1, 2, 2, dtype=torch.bool)
+    a, zero = grpo.coder_advantages(r, ok, "plan")
+    assert a.flatten().tolist() == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0, 0.0], rel=1e-6)
+    assert zero.tolist() == [[False, True]]
+    s = math.sqrt(0.1875) + 1e-4
+    assert grpo.coder_advantages(r, ok, "problem")[0].flatten().tolist() == pytest.approx([0.75 / s] + [-0.25 / s] * 3, rel=1e-6)
+    assert grpo.coder_advantages(r, ok, "plan", scale=False)[0].flatten().tolist() == [0.5, -0.5, 0.0, 0.0]
+    assert grpo.coder_advantages(r, ok, "problem", scale=False)[0].flatten().tolist() == [0.75, -0.25, -0.25, -0.25]
+    with pytest.raises(ValueError, match="unknown coder baseline"):
+        grpo.coder_advantages(r, ok, "plans")
+
+
+@pytest.mark.parametrize("value,k", [(0.9, 3), (0.1, 7)])
+def test_equal_rewards_with_rounding_give_exactly_zero(value, k):  # known bug 3
+    """k equal float32 rewards whose mean rounds away from them (3 x 0.9: r - mean = 6e-8; 7 x 0.1: -7e-9):
+    the advantages must still be exactly 0. Catches: zero-variance groups detected by the std and not
+    zeroed (6e-8 / (std + 1e-4) = 6e-4: a group without signal would train on rounding noise)."""
+    r = torch.full((1, k), value)
+    assert (r - r.sum(-1, keepdim=True) / k).abs().max() > 0  # the fixture really rounds
+    adv, zero = grpo.group_advantages(r, torch.ones(1, k, dtype=torch.bool))
+    assert torch.equal(adv, torch.zeros(1, k)) and zero.tolist() == [True]

@@ -361,3 +361,35 @@ def test_sft_loss_equals_transformers_cross_entropy(tiny_policy, tokenizer):
     with torch.no_grad():
         want = tiny_policy(input_ids=ids, labels=labels).loss.item()
     assert ours == pytest.approx(want, rel=1e-5)
+
+
+def test_sft_step_is_one_sgd_step_on_the_cross_entropy(tiny_policy, tokenizer):
+    """One sft.train step with SGD (lr = --sft-lr 0.5) moves each Coder LoRA weight by exactly
+    -0.5 * d CE / d weight, the gradient computed independently by transformers (labels = target + EOS,
+    -100 on the prompt); a stale gradient left in .grad (7.0 everywhere) must not leak in; lr is set
+    back to --lr after. Catches: no optimizer.zero_grad (the stale 7.0 is added), a summed instead of
+    a token-mean loss (a step ~T times too big), the loss sign flipped (a step up the loss)."""
+    import random
+
+    import sft
+
+    problem = data.load("train")[0]
+    args = train.get_args(["--sft-steps", "1", "--sft-batch", "1", "--sft-lr", "0.5", "--lr", "1e-3",
+                           "--max-grad-norm", "1e9"])
+    tiny_policy.set_adapter("coder")
+    lora = [p for n, p in tiny_policy.named_parameters() if "lora_" in n and ".coder" in n]
+    enc = rollout.encode_prompts(tokenizer, [train.coder.messages(problem, problem.plan)], "cpu")
+    target = tokenizer(train.coder.sft_target(problem), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    ids = torch.cat([enc.input_ids, torch.tensor([target])], 1)
+    labels = ids.clone()
+    labels[:, :enc.input_ids.shape[1]] = -100
+    want = torch.autograd.grad(tiny_policy(input_ids=ids, labels=labels).loss, lora)
+    before = [p.detach().clone() for p in lora]
+    for p in lora:
+        p.grad = torch.full_like(p, 7.0)  # left over from an earlier step
+    opt = torch.optim.SGD(lora, lr=123.0)
+    random.seed(0)
+    sft.train(tiny_policy, tokenizer, [problem], "coder", args, opt)
+    assert any(g.abs().max() > 1e-4 for g in want)  # the check below is not vacuous
+    assert all(torch.allclose(p.detach(), b - 0.5 * g, atol=1e-6) for p, b, g in zip(lora, before, want))
+    assert opt.param_groups[0]["lr"] == 1e-3

@@ -1,0 +1,1 @@
+"""Course tooling: the exercise registry, the handout generator and the grader (course/EXERCISES.md)."""
