@@ -1,13 +1,18 @@
 """The child's own isolation, limits and data, for sandbox_runner.py (which says the order).
 
-Mounts of a private mount namespace, the rlimits, stdio, memory readings from /proc, and what
-crosses a process boundary: plain data (builtin types only, what marshal carries), framed on pipes.
+Mounts of a private mount namespace, the rlimits, stdio, memory readings from /proc, the timers
+that end a test (guarded), and what crosses a process boundary: plain data (builtin types only,
+what marshal carries), framed on pipes.
 Only cheap stdlib modules here: their import time is paid on every run.
 """
 import builtins
 import os
 import resource
+from builtins import AssertionError, BaseException, MemoryError, OSError
 from builtins import dict, getattr, issubclass, type, vars
+
+from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGPROF, setitimer
+from _signal import signal as set_handler  # _signal: the C half of `signal`, minus its 5 ms `enum` import
 from marshal import dumps, loads
 from os import close, read
 from os import open as os_open
@@ -143,6 +148,62 @@ def plain(value):
     if cls.__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         return plain(value.item())
     raise TypeError(f"a {cls.__name__} is not plain data")
+
+
+EFBIG = 27
+
+
+class Timeout(BaseException):
+    """Raised inside a test when its CPU or wall-clock budget is spent. A BaseException, so that
+    `except Exception` does not swallow it; a bare `except:` does, and meets RLIMIT_CPU instead."""
+
+
+class Verdict(BaseException):
+    """Raised in the judge when the program's process answers a call with a verdict (timeout...)."""
+
+
+def guarded(fn, cpu_s, wall_s):
+    """(verdict, fn()) with fn under a CPU timer (cpu_s, all threads) and a wall-clock timer
+    (wall_s); an exception becomes (verdict, "Type: message")."""
+    try:
+        arm(cpu_s, wall_s)
+        try:
+            return "passed", fn()
+        except AssertionError as e:
+            return "failed", describe(e) if e.args else ""
+        except MemoryError:
+            return "memory", "MemoryError"
+        except Timeout:
+            return "timeout", ""
+        except Verdict as e:
+            return e.args[0], e.args[1]
+        except OSError as e:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails, EFBIG
+            return ("output_limit", "output over the limit") if e.errno == EFBIG else ("error", describe(e))
+        except BaseException as e:  # SystemExit and KeyboardInterrupt too: not a success
+            return "error", describe(e)
+        finally:
+            disarm()
+    except Timeout:  # the timer fired while describing the error (a slow __str__)
+        return "timeout", ""
+    except BaseException as e:
+        return "error", type(e).__name__
+
+
+def on_timer(signum, frame):
+    disarm()
+    raise Timeout()
+
+
+def arm(cpu_s, wall_s):
+    set_handler(SIGPROF, on_timer)  # each time: the program may have replaced them
+    set_handler(SIGALRM, on_timer)
+    setitimer(ITIMER_PROF, cpu_s)
+    setitimer(ITIMER_REAL, wall_s)
+
+
+def disarm():
+    setitimer(ITIMER_PROF, 0)
+    setitimer(ITIMER_REAL, 0)
 
 
 def written_in_python(cls):
