@@ -11,7 +11,8 @@ dumpable), know our token (our job arrives sealed; the key on a pipe that it clo
 import builtins
 import marshal
 import sys
-from builtins import BaseException, TypeError, ValueError, compile, dict, exec, list, type, zip
+from builtins import (BaseException, Exception, RuntimeError, TypeError, ValueError, compile, dict, exec,
+                      getattr, isinstance, issubclass, list, str, type, zip)
 from marshal import dumps
 from os import _exit, close, fork, pipe, write
 
@@ -83,6 +84,11 @@ def judge_process(job, report_fd, calls, answers):
                         old.update(new) if type(old) is not list else old.extend(new)
             if kind == "opaque":
                 return Opaque(*payload)
+            if kind == "raise":
+                error = getattr(builtins, str(payload[0]), None)
+                if not (isinstance(error, type) and issubclass(error, Exception)):
+                    error = RuntimeError
+                raise error(str(payload[1]))
             if not is_plain(payload):
                 raise TypeError(f"{name} returned something that is not plain data")
             return payload

@@ -38,7 +38,7 @@ import sys
 # that this file calls once the program has started is bound to names of its own here: module
 # globals are searched before builtins, so such patches cannot reach us. Rebinding our names
 # through the stack (sys._getframe().f_globals) is caught by `tampered()` after the program loads.
-from builtins import BaseException, callable, compile, dict, eval, exec, isinstance, list, type, vars
+from builtins import BaseException, Exception, callable, next, compile, dict, eval, exec, isinstance, list, type, vars
 from marshal import dumps
 from os import _exit, close, getpid, write
 from resource import RUSAGE_SELF, getrusage
@@ -194,7 +194,7 @@ def serve(program, link, budget, clear_refs, runner_pid):
             seq, i, name, args, kwargs = receive(calls)
             fn, start = program.get(name), measure(clear_refs)
             cpu_left = max(budget[0] - used.get(i, 0.0), 0.001)
-            verdict, result = guarded(lambda: as_data(fn(*args, **kwargs)), cpu_left, budget[1])
+            verdict, result = guarded(lambda: call(fn, args, kwargs), cpu_left, budget[1])
             timing = measured(start)
             if getpid() != runner_pid:
                 _exit(0)
@@ -212,6 +212,18 @@ def serve(program, link, budget, clear_refs, runner_pid):
             send(answers, (*answer, *timing))
     except (EOFError, OSError):
         pass
+
+
+def call(fn, args, kwargs):
+    """fn(*args, **kwargs) for the judge: as_data() of its value, or ("raise", (builtin base class
+    name, message)) for an exception, which the judge raises again (a test may expect it). A value
+    that is not data is an error, not an exception the test could catch."""
+    try:
+        value = fn(*args, **kwargs)
+    except Exception as e:
+        base = next(k for k in type(e).__mro__ if k.__module__ == "builtins")
+        return "raise", (base.__name__, str(e)[:300])
+    return as_data(value)
 
 
 def compile_test(i, kind, src):

@@ -41,7 +41,7 @@ def test_timeout_costs_one_test_not_the_run():
             ["assert f(1) == 1", "assert f(2) == 2", "assert f(3) == 3"], timeout_s=0.5)
     assert r.tests == ("passed", "timeout", "passed")
     assert (r.verdict, r.passed, r.total) == ("timeout", 2, 3)
-    assert 0.5 <= r.cpu_s < 1.5
+    assert 0.4 <= r.cpu_s < 1.5  # the 0.5 s timer; rusage reads up to ~15 % short on a loaded machine
 
 
 @pytest.mark.parametrize("program", [None, "", "   \n\t\n"])
