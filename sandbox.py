@@ -139,7 +139,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         tokens["judge"] = secrets.token_hex(16)
         sealed = _seal(marshal.dumps(dict(token=tokens["judge"], setup=setup, tests=statements, timeout_s=timeout_s,
                                           wall_s=WALL_FACTOR * timeout_s,
-                                          modules=_modules(setup, tuple(src for _, src in statements)))), key)
+                                          modules=_modules(setup, tuple(src for _, src in statements), keep_sys=True))), key)
     cpu_limit = math.ceil(timeout_s * (n + 1) + STARTUP_S)
     job = dict(program=program, setup=setup if values else "",
                tests=[(kind, src if kind == "value" else None) for kind, src, _ in plans if kind != "io"],
@@ -199,9 +199,11 @@ def _seal(data: bytes, key: bytes) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _modules(setup, expressions):
-    """Modules that the setup and value tests import or name (math in `math.floor(f(1))`): the
-    child imports them before the program runs and restores them before every test."""
+def _modules(setup, expressions, keep_sys=False):
+    """Modules that the setup and tests import or name (math in `math.floor(f(1))`). The program's
+    process imports them before the program runs and restores them before every value test; the
+    judge process puts them in each statement test's namespace (`sys` too: MBPP 596's tests use
+    sys.getsizeof with the `sys` the program imported)."""
     names = set()
     for source in (setup, *expressions):
         with contextlib.suppress(Exception):
@@ -212,7 +214,7 @@ def _modules(setup, expressions):
                     names.add(node.module)
                 elif isinstance(node, ast.Name) and node.id in sys.stdlib_module_names:
                     names.add(node.id)
-    return sorted(names - {"sys", "builtins"})
+    return sorted(names - ({"builtins"} if keep_sys else {"sys", "builtins"}))
 
 
 def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False) -> list[Result]:
