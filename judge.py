@@ -5,7 +5,9 @@ Every test kind is judged where the program cannot reach the judgement:
 
     kind        example                              judged
     value       assert f(2) == 4                     HERE: the child sends f(2)'s value as marshal
-                                                     data (builtin types only); it never sees 4
+                                                     data (builtin types only); it never sees 4.
+                check(f) whose check is only         the same: one value test (f(1), f(2), ...)
+                `assert candidate(..) == ..` lines   == (e1, e2, ...); the setup stays here
     statement   check(candidate), assert f(x),       in the judge process, forked from the runner
                 assert math.isclose(f(1), 2.5)       before any program code ran; the program's
                                                      functions are stubs there that send their
@@ -85,14 +87,62 @@ def _program_functions(program):
     return frozenset()
 
 
-def plan_tests(program, tests, io_tests=()):
-    """One plan per test, in order: ("value", EXPR, LITERAL) | ("statement", test, None) |
-    ("io", input, expected output). A value test whose literal can be guessed (True, False, None)
-    stays a value test only when EXPR is a direct call of the program's own function: then a
-    forged value is no more than the function could have returned."""
+@functools.lru_cache(maxsize=4096)
+def _check_as_values(setup, test):
+    """HumanEval's `check(f)` as ONE value test when the setup's `def check(candidate)` is nothing
+    but `assert candidate(LITERALS) == LITERAL` lines: ("check", "(f(a1), f(a2), ...)", (e1, e2,
+    ...)), judged here like any value test (tuple ==: the same Python == per line, in order),
+    without the judge process and its pipe round trip per call. Else None.
+
+    >>> _check_as_values("def check(candidate):\\n    assert candidate(1) == 2\\n    assert True", "check(f)")
+    ('check', '(f(1),)', (2,))
+    """
+    with contextlib.suppress(Exception):
+        call = ast.parse(test, mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "check"
+                and len(call.args) == 1 and isinstance(call.args[0], ast.Name) and not call.keywords):
+            return None
+        name = call.args[0].id
+        defs = [node for node in ast.parse(setup).body if isinstance(node, ast.FunctionDef) and node.name == "check"]
+        if len(defs) != 1 or len(defs[0].args.args) != 1 or defs[0].decorator_list:
+            return None
+        candidate, exprs, expected = defs[0].args.args[0].arg, [], []
+        for node in defs[0].body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # a docstring
+                continue
+            if isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and node.test.value is True:
+                continue  # `assert True, "..."`
+            compare = node.test if isinstance(node, ast.Assert) else None
+            if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq)):
+                return None
+            for side, other in ((compare.left, compare.comparators[0]), (compare.comparators[0], compare.left)):
+                if (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == candidate
+                        and all(isinstance(a, ast.expr) and not isinstance(a, ast.Starred) for a in side.args)):
+                    args = [ast.literal_eval(a) for a in side.args]
+                    kwargs = {k.arg: ast.literal_eval(k.value) for k in side.keywords if k.arg}
+                    if len(kwargs) != len(side.keywords):
+                        return None
+                    exprs.append(f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})")
+                    expected.append(ast.literal_eval(other))
+                    break
+            else:
+                return None
+        if exprs:
+            return "check", "(" + ", ".join(exprs) + ",)", tuple(expected)
+    return None
+
+
+def plan_tests(program, tests, io_tests=(), setup=""):
+    """One plan per test, in order: ("value", EXPR, LITERAL) | ("check", EXPR, LITERALS) (a
+    HumanEval check made of value lines) | ("statement", test, None) | ("io", input, expected
+    output). A value test whose literal can be guessed (True, False, None) stays a value test only
+    when EXPR is a direct call of the program's own function: then a forged value is no more than
+    the function could have returned."""
     functions, plans = _program_functions(program), []
     for test in tests:
         plan = _plan(test)
+        if plan[0] == "statement" and "def check(" in setup:
+            plan = _check_as_values(setup, test) or plan
         if plan[0] == "value" and (plan[2] is None or isinstance(plan[2], bool)):
             call = ast.parse(plan[1], mode="eval").body
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions):
@@ -188,7 +238,7 @@ def judge(tests, plans, reports, ended, judged_by):
             if i is None or verdicts[i] is not None:
                 continue
             plan_kind, _, expected = plans[i]
-            if kind == "value" and plan_kind == "value" and sender == "program":
+            if kind == "value" and plan_kind in ("value", "check") and sender == "program":
                 verdicts[i] = "passed" if args[1] == expected else "failed"
                 details[i] = f"test {i + 1} failed: {names[i]} (got {reprlib.repr(args[1])})"
                 timing[i] = tuple(args[2:5])

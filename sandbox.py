@@ -129,9 +129,9 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         raise ValueError("a problem has function tests or I/O tests, not both")
     if program is None or not program.strip():
         return _failed_all("no_code", n, "no program")
-    plans = judge.plan_tests(program, tests, io_tests)
+    plans = judge.plan_tests(program, tests, io_tests, setup)
     statements = [(i, src) for i, (kind, src, _) in enumerate(plans) if kind == "statement"]
-    values = tuple(src for kind, src, _ in plans if kind == "value")
+    values = tuple(src for kind, src, _ in plans if kind == "value")  # "check" values need no setup
     tokens = {"program": secrets.token_hex(16)}
     key = secrets.token_bytes(32)
     sealed = None
@@ -142,9 +142,11 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
                                           modules=_modules(setup, tuple(src for _, src in statements), keep_sys=True))), key)
     cpu_limit = math.ceil(timeout_s * (n + 1) + STARTUP_S)
     job = dict(program=program, setup=setup if values else "",
-               tests=[(kind, src if kind == "value" else None) for kind, src, _ in plans if kind != "io"],
+               tests=[("value", src) if kind in ("value", "check") else (kind, None) for kind, src, _ in plans
+                      if kind != "io"],
+               modules=_modules(setup, values) if values else [],
                inputs=[given.encode() for kind, given, _ in plans if kind == "io"],
-               modules=_modules(setup, values), judge=sealed, key_fd=None,
+               judge=sealed, key_fd=None,
                token=tokens["program"], timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
                cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
                max_procs=MAX_PROCS, site_dirs=sandbox_process.SITE_DIRS, uid=None, expose=[])

@@ -23,11 +23,7 @@ job on its stdin. Then, in order:
 TOKEN is random per run, so printed fake reports are ignored, and a test counts only once its own
 report arrived, so `sys.exit(0)` or `os._exit(0)` cannot skip the rest.
 
-Why fork per I/O test (measured on this machine, `python bench/sandbox_bench.py`): a fork of the
-warm runner costs ~1 ms; a fresh `python -I -S` ~15-25 ms, and the sandbox's own set-up (namespaces,
-mounts, uid) as much again. 50 tests pay that once, not 50 times. Honest: each test gets a fresh
-process image of the interpreter as it was before any program code ran (nothing of test 1 is
-left in test 2), the same limits, its own CPU and memory accounting (wait4).
+Why a fork per I/O test, with the figures: sandbox_io.py.
 """
 import builtins
 import marshal

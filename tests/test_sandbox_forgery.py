@@ -87,7 +87,9 @@ CHECK = ("def check(candidate):\n    assert candidate([1.0, 2.0, 3.9, 4.0], 0.3)
          "    assert candidate([1.0, 2.0, 3.0], 0.5) == False\n")
 # (id, tests, setup): one of each test kind that a forger could hope to pass
 KINDS = [
-    ("HumanEval check(candidate)", ["check(has_close_elements)"], CHECK),
+    ("HumanEval check(candidate), value lines", ["check(has_close_elements)"], CHECK),
+    ("HumanEval check(candidate) with a loop", ["check(has_close_elements)"],
+     CHECK + "    for t in (0.1, 0.2):\n        assert candidate([1.0, 1.0 + t], t) == False\n"),
     ("assert math.isclose", ["import math\nassert math.isclose(f(1), 2.5)"], ""),
     ("assert f(x) (truth)", ["assert f(3)"], ""),
     ("guessable literal, not a direct call", ["assert is_even(f(3)) == True"], "def is_even(v):\n    return v % 2 == 0\n"),

@@ -121,7 +121,7 @@ def test_timing_of_an_empty_test_is_near_zero_and_a_loop_reads_more():
         r = sandbox.run_program(program, tests, timeout_s=2.0)
         assert r.tests == ("passed",) * 3, r.detail
         assert len(r.test_cpu_s) == len(r.test_wall_s) == len(r.test_mem_mb) == 3
-        assert r.test_cpu_s[0] < 0.001 and r.test_wall_s[0] < 0.001 and r.test_mem_mb[0] < 0.5
+        assert r.test_cpu_s[0] < 0.001 and r.test_wall_s[0] < 0.05 and r.test_mem_mb[0] < 0.5
         assert r.test_cpu_s[1] > 10 * r.test_cpu_s[0] and r.test_cpu_s[1] > 0.005
         assert r.test_mem_mb[1] < 1 and 45 < r.test_mem_mb[2] < 60  # a 50 MiB bytearray, after the loop's test
 
