@@ -119,3 +119,58 @@ def test_the_forger_is_a_working_program():
     honest = forger("closure", "none").replace("MODE = 'closure'", "MODE = 'closure'")
     r = sandbox.run_program(honest, ["check(has_close_elements)", "assert f(3) == 0"], setup=CHECK, timeout_s=1.0)
     assert r.tests == ("failed", "passed"), r.detail
+
+
+# Looks for the expected answer 987654321 as text anywhere it can reach (heap dicts, lists and
+# tuples, the stack and its code constants) and returns / prints it if found.
+SNOOP = '''
+import gc, sys
+SECRET = 987654320 + 1  # never written as one literal here
+def found():
+    needle = str(SECRET).encode()  # made at run time: not a constant of ours
+    def has(v):  # the answer as text: a test's source, a job, an expected output
+        if isinstance(v, (str, bytes)):
+            return needle in (v if isinstance(v, bytes) else v.encode(errors="replace"))
+        return False
+    for o in gc.get_objects():
+        values = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
+        try:
+            if any(has(v) for v in list(values)):
+                return True
+        except Exception:
+            pass
+    frame = sys._getframe(1)  # our callers' frames (ours holds the needle)
+    while frame is not None:
+        if any(has(v) for v in frame.f_locals.values()) or any(has(c) for c in frame.f_code.co_consts):
+            return True
+        frame = frame.f_back
+    return False
+def f(x):
+    return SECRET if found() else 0
+'''
+
+
+@pytest.mark.parametrize("tests, setup", [
+    (["assert f(1) == 987654321"], ""),  # a value test
+    (["check(f)"], "def check(candidate):\n    assert candidate(1) == 987654321\n"),  # a check of value lines
+    (["check(f)"], "def check(candidate):\n    for x in (1,):\n        assert candidate(x) == 987654321\n"),  # the judge's
+    (["assert f(1) in (987654321,)"], ""),  # a statement test
+])
+def test_expected_values_never_reach_the_program(tests, setup):
+    """Catches: the literal, the check's source or the judge's job readable in the program's process
+    (the snoop would return the answer it found there)."""
+    r = sandbox.run_program(SNOOP, tests, setup=setup, timeout_s=2.0)
+    assert r.tests == ("failed",), r.detail
+
+
+def test_expected_output_never_reaches_an_io_program():
+    program = SNOOP + "print(f(1))\n"
+    r = sandbox.run_program(program, io_tests=[("", "987654321")], timeout_s=2.0)
+    assert r.tests == ("failed",), r.detail
+
+
+def test_the_snoop_finds_what_it_can_reach():
+    """The control: the same snoop with the answer's text in its own globals passes (so the two
+    tests above fail only because the answer is out of reach)."""
+    program = SNOOP + "SECRET_TEXT = str(SECRET)\n"
+    assert sandbox.run_program(program, ["assert f(1) == 987654321"], timeout_s=2.0).tests == ("passed",)
