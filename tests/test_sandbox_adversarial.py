@@ -5,6 +5,7 @@ mount table unchanged, canary files outside the run's working dir untouched.
 Needs root, as in CI: the uid, namespaces and process limit of the sandbox exist only there.
 Timeouts are small (0.5 s CPU per test) to keep the whole file to ~20 s on 2 cores.
 """
+import fcntl
 import hashlib
 import os
 import socket
@@ -14,6 +15,7 @@ import sys
 import pytest
 
 import sandbox
+import sandbox_process
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox needs root")
 
@@ -30,8 +32,24 @@ def canary(tmp_path_factory):
     return path
 
 
+def leased(uid):
+    """True while some run holds `uid`'s lease: other sandbox users on this machine (other test
+    runs) have live processes under their own uids, and those are not ours to count."""
+    try:
+        fd = os.open(f"{sandbox_process.LOCK_DIR}/{uid}", os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def run_processes():
-    """Pids, zombies included, of every uid the sandbox leases to runs."""
+    """Pids, zombies included, of every uid the sandbox leases to runs that no run holds now."""
     pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -39,7 +57,7 @@ def run_processes():
                 uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
         except (OSError, StopIteration):
             continue
-        if sandbox.UID_BASE <= uid < sandbox.UID_BASE + sandbox.UID_COUNT:
+        if sandbox.UID_BASE <= uid < sandbox.UID_BASE + sandbox.UID_COUNT and not leased(uid):
             pids.append(int(pid))
     return pids
 
