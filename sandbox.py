@@ -235,7 +235,11 @@ def self_check() -> None:
     else raise -- do not train against a broken reward."""
     program = "import collections\n\ndef add(a, b):\n    return a {} b\n"
     tests = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) in (4,)"]
-    right, wrong = run_program(program.format("+"), tests), run_program(program.format("-"), tests)
-    if right.verdict != "passed" or wrong.verdict != "failed":
-        raise RuntimeError(f"sandbox self-check failed: the right program came back {right.verdict} "
-                           f"({right.detail}), the wrong one {wrong.verdict} ({wrong.detail})")
+    io = "a, b = map(int, input().split())\nprint(a {} b)\n"
+    io_tests = [("1 2\n", "3\n"), ("-1 1", "0")]
+    for kind, right, wrong in (
+            ("function", run_program(program.format("+"), tests), run_program(program.format("-"), tests)),
+            ("I/O", run_program(io.format("+"), io_tests=io_tests), run_program(io.format("-"), io_tests=io_tests))):
+        if right.verdict != "passed" or wrong.verdict != "failed":
+            raise RuntimeError(f"sandbox self-check failed: the right {kind} program came back {right.verdict} "
+                               f"({right.detail}), the wrong one {wrong.verdict} ({wrong.detail})")
