@@ -32,8 +32,9 @@ One run (`run_program`):
 
 Truth. A test counts only when its own report came back with the right token: exit code 0
 proves nothing, and `sys.exit(0)`, `os._exit(0)` or a dead interpreter lose the tests they
-skipped. Value tests (`assert f(x) == LITERAL`) and I/O tests are compared HERE with expected
-values the child never sees. Statement tests are judged in the judge process, whose token the
+skipped. Value tests (`assert f(x) == LITERAL`, and a HumanEval check made only of such lines:
+one value test `(f(a), f(b)) == (x, y)`) and I/O tests are compared HERE with expected values
+the child never sees. Statement tests are judged in the judge process, whose token the
 program's process never holds (it is sealed in the job; the key travels on a pipe only the judge
 reads) and whose memory it cannot read (non-dumpable). A program that finds the runner's report
 function (gc.get_objects(), the stack) or its token passes nothing by it (tests/test_sandbox_forgery.py).
