@@ -134,6 +134,8 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid):
 
     verdict, detail = guarded(lambda: exec(compile(job["program"], "<program>", "exec",
                                                    dont_inherit=True), program), *budget)
+    if getpid() != runner_pid:  # the program forked at its top level: the fork does no more
+        _exit(0)
     if verdict == "passed" and tampered():
         verdict, detail = "error", TAMPERED
     if verdict != "passed":

@@ -104,6 +104,8 @@ CASES = [
      "error", ("error",)),
     ("fork, the child says the right thing", "import os\ndef f(x):\n    return 4 if os.fork() == 0 else 0\n",
      ["assert f(2) == 4", "check(f)"], {"setup": CHECK}, "failed", ("failed", "failed")),
+    ("fork at the top level, the child answers the judge", "import os\nCHILD = os.fork() == 0\n"
+     "def f(x):\n    return 2 * x if CHILD else 0\n", ["check(f)"], {"setup": CHECK}, "failed", ("failed",)),
     # -- patching builtins, modules and the test helpers
     ("patched builtins", "import builtins\nbuiltins.exec = lambda *a, **k: None\nbuiltins.eval = lambda *a, **k: 4\n"
      "builtins.abs = lambda x: 0\nbuiltins.AssertionError = ZeroDivisionError\ndef f(x):\n    return 0\n",
