@@ -118,13 +118,17 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
 
     timeout_s: CPU seconds for each test, and for the program's own top level; the whole run is
     capped at timeout_s x (tests + 1) + STARTUP_S. memory_mb: see MEMORY_MB. Never raises for
-    anything the program does; ValueError for a problem with both kinds of tests.
+    anything the program does; ValueError for a problem with both kinds of tests, or an I/O test
+    that is not an (input, output) pair of strings.
     >>> run_program("def f(x):\\n    return 2 * x", ["assert f(2) == 4", "assert f(3) == 5"]).tests
     ('passed', 'failed')
     >>> run_program("print(sum(map(int, input().split())))", io_tests=[("1 2\\n", "3\\n")]).verdict
     'passed'
     """
-    tests, io_tests = list(tests), [(str(a), str(b)) for a, b in io_tests]
+    tests, io_tests = list(tests), list(io_tests)
+    for i, pair in enumerate(io_tests):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+            raise ValueError(f"io_tests[{i}]: expected (input, output) strings, got {pair!r:.80}")
     n = len(tests) + len(io_tests)
     if tests and io_tests:
         raise ValueError("a problem has function tests or I/O tests, not both")

@@ -100,6 +100,8 @@ def test_io_no_code_and_mixed_kinds():
     assert io("", [("", "1")]).tests == ("no_code",)
     with pytest.raises(ValueError, match="not both"):
         sandbox.run_program(SUM, ["assert f(1) == 1"], io_tests=[("1 2", "3")])
+    with pytest.raises(ValueError, match=r"^io_tests\[1\]: expected \(input, output\) strings"):
+        sandbox.run_program(SUM, io_tests=[("1 2", "3"), {"input": "1 2", "output": "3"}])  # a record's dict
 
 
 def test_run_many_takes_io_jobs():
