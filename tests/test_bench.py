@@ -71,3 +71,17 @@ def test_grpo_bench_quick_runs_our_rows(tiny_model_folder):
 def test_grpo_bench_without_trl_says_how_to_install():
     out = run("bench/grpo_bench.py", "--quick", "--systems", "trl")
     assert "pip install -r bench/requirements.txt" in out
+
+
+def test_sandbox_bench_io_row():
+    """The I/O row runs both harnesses on the same tests and both pass all of them (a harness that
+    misjudged a right program, or a ratio computed from the wrong rows, shows here)."""
+    out = run("bench/sandbox_bench.py", "--io-only", "--repeat", "1", "--workers", "2")
+    rows = [line.split() for line in out.splitlines() if line.startswith(("subprocess.run per test", "sandbox (fork"))]
+    assert len(rows) == 4  # the io set, then one program with 50 tests, for both harnesses
+    for row in rows:
+        passed, total = map(int, row[-4].split("/"))
+        assert passed == total > 0
+        assert float(row[-2]) == pytest.approx(total / float(row[-3]), rel=0.1)  # executions/s from the (rounded) wall
+    simple, ours = rows[2], rows[3]  # 50 tests per program: the fork per test must pay off
+    assert float(ours[-1].rstrip("x")) == pytest.approx(float(ours[-2]) / float(simple[-2]), rel=0.02)

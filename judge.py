@@ -1,0 +1,272 @@
+"""Judging: what kind each test is, what the run's reports say, and each test's verdict.
+
+The parent half of the truth (sandbox.py runs the processes; sandbox_runner.py is the child).
+Every test kind is judged where the program cannot reach the judgement:
+
+    kind        example                              judged
+    value       assert f(2) == 4                     HERE: the child sends f(2)'s value as marshal
+                                                     data (builtin types only); it never sees 4.
+                check(f) whose check is only         the same: one value test (f(1), f(2), ...)
+                `assert candidate(..) == ..` lines   == (e1, e2, ...); the setup stays here
+    statement   check(candidate), assert f(x),       in the judge process, forked from the runner
+                assert math.isclose(f(1), 2.5)       before any program code ran; the program's
+                                                     functions are stubs there that send their
+                                                     arguments to the program's process and get
+                                                     back plain data (sandbox_runner.judge_process)
+    I/O         stdin "1 2\\n" -> stdout "3\\n"       HERE: the child sends the program's stdout;
+                                                     it never sees the expected output
+
+Reports. Each report line is `TOKEN PEAK_KIB hex(marshal(message))`. The program's process and
+the judge process have a token each; the program may know its own (it runs in that process) but
+never the judge's, so only the judge's token makes a statement test pass. What the program can
+still forge with its own token is a value or an I/O report: a claim that f(2) returned 4, or that
+it printed "3" -- which it could have done honestly. Its advantage is nil; it passes a value test
+only by guessing the literal (as a constant-returning program would), which is why `== True` /
+`== False` on anything but a direct call of the program's own function goes to the judge.
+
+The I/O checker (`outputs_match`), the rule and where it comes from:
+  - both outputs are split on whitespace (any run of spaces, tabs, newlines), so trailing spaces,
+    blank lines and a missing final newline do not matter -- CodeContests' OutputsMatch
+    (deepmind/code_contests, execution/tester_sandboxer.cc: absl::StrSplit on " \\n\\t\\r\\v",
+    SkipEmpty). LiveCodeBench (lcb_runner/evaluation/testing_util.py, grade_stdio) compares line
+    by line after strip(); we drop line structure, as CodeContests does.
+  - equal tokens match. Two tokens that both parse as integers match only if equal (arbitrary
+    precision: no 10^17 == 10^17 + 1 through floats, LiveCodeBench's reason for Decimal).
+  - two tokens that both parse as decimal numbers, at least one not an integer, match when
+    |out - expected| <= TOLERANCE * max(1, |expected|): absolute OR relative error 1e-6 (our
+    choice: the wording of Codeforces statements, "absolute or relative error does not exceed
+    1e-6", and testlib's doubleCompare). CodeContests uses an absolute 1e-5 (ValuesMatch,
+    kDoublePrecision); LiveCodeBench exact Decimal equality. So 0.30000000000000004 matches 0.3,
+    1e-7 matches 0, 1000000.5 matches 1000000 (relative 5e-7), 0.00001 does not match 0.
+  - case matters (CodeContests lowercases both; LiveCodeBench and testlib's wcmp do not: a "YES"
+    for "yes" is wrong here). nan, inf and other words are compared as words.
+"""
+import ast
+import contextlib
+import functools
+import marshal
+import re
+import reprlib
+
+VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error")
+TOLERANCE = 1e-6
+INTEGER = re.compile(rb"[+-]?\d+")
+DECIMAL = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+# -- what each test is --------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=16384)
+def _plan(test):
+    """("value", EXPR, LITERAL's value) for `assert EXPR == LITERAL`; else ("statement", test, None).
+
+    >>> _plan("assert f([1, 2]) == (3, 'a')")
+    ('value', 'f([1, 2])', (3, 'a'))
+    >>> _plan("assert math.isclose(f(1), 2.5)")[0]
+    'statement'
+    """
+    with contextlib.suppress(Exception):
+        body = ast.parse(test).body
+        if len(body) == 1 and isinstance(body[0], ast.Assert) and isinstance(body[0].test, ast.Compare):
+            compare = body[0].test
+            if len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq):
+                left, right = compare.left, compare.comparators[0]
+                for expr, literal in ((left, right), (right, left)):
+                    with contextlib.suppress(Exception):
+                        expected = ast.literal_eval(literal)
+                        return "value", ast.unparse(expr), expected  # (get_source_segment: quadratic)
+    return "statement", test, None
+
+
+@functools.lru_cache(maxsize=4096)
+def _program_functions(program):
+    """Names the program defines at its top level with `def` (empty when it does not parse)."""
+    with contextlib.suppress(Exception):
+        return frozenset(node.name for node in ast.parse(program).body
+                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return frozenset()
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_as_values(setup, test):
+    """HumanEval's `check(f)` as ONE value test when the setup's `def check(candidate)` is nothing
+    but `assert candidate(LITERALS) == LITERAL` lines: ("check", "(f(a1), f(a2), ...)", (e1, e2,
+    ...)), judged here like any value test (tuple ==: the same Python == per line, in order),
+    without the judge process and its pipe round trip per call. Else None.
+
+    >>> _check_as_values("def check(candidate):\\n    assert candidate(1) == 2\\n    assert True", "check(f)")
+    ('check', '(f(1),)', (2,))
+    """
+    with contextlib.suppress(Exception):
+        call = ast.parse(test, mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "check"
+                and len(call.args) == 1 and isinstance(call.args[0], ast.Name) and not call.keywords):
+            return None
+        name = call.args[0].id
+        defs = [node for node in ast.parse(setup).body if isinstance(node, ast.FunctionDef) and node.name == "check"]
+        if len(defs) != 1 or len(defs[0].args.args) != 1 or defs[0].decorator_list:
+            return None
+        candidate, exprs, expected = defs[0].args.args[0].arg, [], []
+        for node in defs[0].body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # a docstring
+                continue
+            if isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and node.test.value is True:
+                continue  # `assert True, "..."`
+            compare = node.test if isinstance(node, ast.Assert) else None
+            if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq)):
+                return None
+            for side, other in ((compare.left, compare.comparators[0]), (compare.comparators[0], compare.left)):
+                if (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == candidate
+                        and all(isinstance(a, ast.expr) and not isinstance(a, ast.Starred) for a in side.args)):
+                    args = [ast.literal_eval(a) for a in side.args]
+                    kwargs = {k.arg: ast.literal_eval(k.value) for k in side.keywords if k.arg}
+                    if len(kwargs) != len(side.keywords):
+                        return None
+                    exprs.append(f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})")
+                    expected.append(ast.literal_eval(other))
+                    break
+            else:
+                return None
+        if exprs:
+            return "check", "(" + ", ".join(exprs) + ",)", tuple(expected)
+    return None
+
+
+def plan_tests(program, tests, io_tests=(), setup=""):
+    """One plan per test, in order: ("value", EXPR, LITERAL) | ("check", EXPR, LITERALS) (a
+    HumanEval check made of value lines) | ("statement", test, None) | ("io", input, expected
+    output). A value test whose literal can be guessed (True, False, None) stays a value test only
+    when EXPR is a direct call of the program's own function: then a forged value is no more than
+    the function could have returned."""
+    functions, plans = _program_functions(program), []
+    for test in tests:
+        plan = _plan(test)
+        if plan[0] == "statement" and "def check(" in setup:
+            plan = _check_as_values(setup, test) or plan
+        if plan[0] == "value" and (plan[2] is None or isinstance(plan[2], bool)):
+            call = ast.parse(plan[1], mode="eval").body
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions):
+                plan = ("statement", test, None)
+        plans.append(plan)
+    return plans + [("io", str(given), str(expected)) for given, expected in io_tests]
+
+
+# -- the I/O checker ------------------------------------------------------------------------------
+
+def outputs_match(output: bytes, expected: bytes) -> bool:
+    """CodeContests' convention with a 1e-6 absolute-or-relative tolerance (module docstring).
+
+    >>> outputs_match(b"0.30000000000000004  \\n\\n", b"0.3"), outputs_match(b"YES", b"yes")
+    (True, False)
+    """
+    got, want = output.split(), expected.split()
+    if got == want:
+        return True
+    return len(got) == len(want) and all(tokens_match(a, b) for a, b in zip(got, want))
+
+
+def tokens_match(token: bytes, expected: bytes) -> bool:
+    if token == expected:
+        return True
+    if INTEGER.fullmatch(token) and INTEGER.fullmatch(expected):
+        return int(token) == int(expected)
+    if DECIMAL.fullmatch(token) and DECIMAL.fullmatch(expected):
+        a, b = float(token), float(expected)
+        return abs(a - b) <= TOLERANCE * max(1.0, abs(b))
+    return False
+
+
+# -- reading the reports --------------------------------------------------------------------------
+
+class Reports:
+    """Consumes the child's output line by line (sandbox_process.read_until_exit calls `feed`), so
+    that an I/O test's stdout is judged as soon as it arrives and then dropped: memory stays at one
+    report, whatever 50 tests print. Keeps [(sender, peak KiB, message)] and the last stray line
+    (the runner's own traceback, when it crashed)."""
+
+    def __init__(self, plans, tokens):
+        self.plans, self.messages, self.stray = plans, [], b""
+        self.prefixes = {sender: token.encode() + b" " for sender, token in tokens.items()}
+
+    def feed(self, line):
+        for sender, prefix in self.prefixes.items():
+            if line.startswith(prefix):
+                with contextlib.suppress(Exception):
+                    peak, payload = line[len(prefix):].split(b" ")
+                    message = marshal.loads(bytes.fromhex(payload.decode()))
+                    if isinstance(message, tuple) and message:
+                        self.messages.append((sender, int(peak), self._digest(message)))
+                return
+        if line.strip():
+            self.stray = line[-300:]
+
+    def _digest(self, message):
+        """("io", i, status, stdout, stderr tail, cpu, wall, mem) -> ("io", i, verdict, detail,
+        cpu, wall, mem): the output compared here, with the expected output that only we hold."""
+        if message[0] != "io":
+            return message
+        _, i, status, stdout, stderr_tail, *timing = message
+        kind, given, expected = self.plans[i]
+        if kind != "io":
+            return ("malformed",)
+        if status == "exited 0":
+            verdict = "passed" if outputs_match(stdout, expected.encode()) else "failed"
+            detail = "" if verdict == "passed" else f"wrong output: got {reprlib.repr(stdout.decode(errors='replace'))}"
+        elif status in VERDICTS:
+            verdict, detail = status, stderr_tail or status
+        else:  # "exited 3", "killed by SIGSEGV": an error, even when the output was right
+            verdict, detail = "error", stderr_tail or status
+        return ("io", i, verdict, detail[:300], *timing)
+
+
+def judge(tests, plans, reports, ended, judged_by):
+    """(verdict, per-test verdicts, detail, per-test (cpu, wall, mem)) from the reports and how the
+    child ended. A test without a report gets the verdict of the child's end; the run's verdict is
+    that of its first test that did not pass; "passed" needs every test and the end markers.
+    judged_by: the sender whose reports count for statement tests ("judge")."""
+    names = list(tests) + [f"I/O test {i + 1}" for i in range(len(plans) - len(tests))]
+    n = len(plans)
+    verdicts, details, timing, phases = [None] * n, [""] * n, [(None, None, None)] * n, set()
+    for sender, _, (kind, *args) in reports.messages:
+        with contextlib.suppress(IndexError, TypeError, ValueError):  # malformed: ignored
+            if sender == "program" and kind == "sandbox_error":
+                return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {args[0]}", timing
+            if sender == "program" and kind == "load_failed" and args[0] in VERDICTS:
+                return args[0], (args[0],) * n, str(args[1]), timing
+            phases.add((sender, kind))
+            i = args[0] if kind in ("test", "value", "io") else None
+            if i is None or verdicts[i] is not None:
+                continue
+            plan_kind, _, expected = plans[i]
+            if kind == "value" and plan_kind in ("value", "check") and sender == "program":
+                verdicts[i] = "passed" if args[1] == expected else "failed"
+                details[i] = f"test {i + 1} failed: {names[i]} (got {reprlib.repr(args[1])})"
+                timing[i] = tuple(args[2:5])
+            elif kind == "io" and plan_kind == "io" and sender == "program" and args[1] in VERDICTS:
+                verdicts[i] = args[1]
+                details[i] = f"{names[i]}: {args[2]}" if args[2] else f"{names[i]}: {args[1]}"
+                timing[i] = tuple(args[3:6])
+            elif kind == "test" and args[1] in VERDICTS and (
+                    args[1] != "passed" or (plan_kind == "statement" and sender == judged_by)):
+                verdicts[i], message = args[1], str(args[2])
+                details[i] = (f"test {i + 1} failed: {names[i]}" + (f" ({message})" if message else "")
+                              if args[1] == "failed" else f"test {i + 1}: {message or args[1]}")
+                timing[i] = tuple(args[3:6]) if len(args) >= 6 else timing[i]
+    timing = [tuple(None if v is None else round(float(v), 6) for v in t) for t in timing]
+    if ("program", "started") not in phases:
+        tail = reports.stray.decode(errors="replace").strip() or ended[1]
+        return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {tail[:300]}", timing
+    if ("program", "loaded") not in phases:
+        return ended[0], (ended[0],) * n, f"while loading the program: {ended[1]}", timing
+    done = ("program", "done") in phases and (
+        judged_by is None or (judged_by, "done") in phases)
+    for i in range(n):
+        if verdicts[i] is None:
+            verdicts[i] = ended[0]
+            details[i] = f"test {i + 1}: {'no report' if done else ended[1]}"
+    if done and all(v == "passed" for v in verdicts):
+        return "passed", tuple(verdicts), "", timing
+    first = next((i for i, v in enumerate(verdicts) if v != "passed"), None)
+    if first is None:  # every test passed, then an end marker never came
+        return ended[0], tuple(verdicts), f"after the last test: {ended[1]}", timing
+    return verdicts[first], tuple(verdicts), details[first][:500], timing

@@ -1,0 +1,176 @@
+"""Programs that forge their own verdicts instead of computing answers: each one finds the runner's
+report function (through gc.get_objects() or the stack) or its token and reports its tests as
+passed. None may pass any test, of any kind.
+
+Before the judge process (the sandbox of commit 201d964, statement tests judged in the program's
+own process), the closure and token forgeries passed every statement test and the guessable value
+test here; see the sandbox notes. Needs root, as the adversarial suite: the judge's memory is out of
+the program's reach only when neither can ptrace the other (non-dumpable, as the run's own uid).
+"""
+import os
+
+import pytest
+
+import sandbox
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox needs root")
+
+# Reports every test of the run as passed, then ends the run. {WHERE} decides when: at the
+# program's top level, or inside the function when a test calls it.
+FORGER = '''
+import gc, marshal, os, sys
+
+def reporters():
+    """The runner's report closures, from the heap and from the stack."""
+    found = [o for o in gc.get_objects() if getattr(getattr(o, "__code__", None), "co_name", "") == "report"]
+    frame = sys._getframe()
+    while frame is not None:
+        found += [v for k, v in frame.f_locals.items() if k == "report" and callable(v)]
+        frame = frame.f_back
+    return found
+
+def tokens():
+    """Every 32-hex-digit string or bytes reachable from a dict, a cell or a frame."""
+    seen = set()
+    def take(v):
+        if isinstance(v, bytes):
+            v = v.decode(errors="replace")
+        if isinstance(v, str) and len(v) == 32 and all(c in "0123456789abcdef" for c in v):
+            seen.add(v)
+    for o in gc.get_objects():
+        if isinstance(o, dict):
+            for v in list(o.values()):
+                take(v)
+        elif type(o).__name__ == "cell":
+            try:
+                take(o.cell_contents)
+            except ValueError:
+                pass
+    frame = sys._getframe()
+    while frame is not None:
+        for v in frame.f_locals.values():
+            take(v)
+        frame = frame.f_back
+    return seen
+
+def forge(n=4):
+    messages = [("started",), ("loaded",)] + [("test", i, "passed", "", 0.0, 0.0, 0.0) for i in range(n)]
+    messages += [("value", i, True, 0.0, 0.0, 0.0) for i in range(n)] + [("done",)]
+    if MODE == "closure":
+        for report in reporters():
+            for message in messages:
+                try:
+                    report(*message)
+                except Exception:
+                    pass
+    else:  # the token: forged lines on every pipe we hold
+        lines = b"".join(b"%s 9 %s\\n" % (t.encode(), marshal.dumps(m).hex().encode())
+                         for t in tokens() for m in messages)
+        for fd in range(3, 64):
+            try:
+                if os.path.stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    os.write(fd, lines)
+            except OSError:
+                pass
+    os._exit(0)
+
+def has_close_elements(numbers, threshold):
+    {IN_CALL}return False
+
+def f(x):
+    {IN_CALL}return 0
+
+{AT_TOP}
+'''
+
+CHECK = ("def check(candidate):\n    assert candidate([1.0, 2.0, 3.9, 4.0], 0.3) == True\n"
+         "    assert candidate([1.0, 2.0, 3.0], 0.5) == False\n")
+# (id, tests, setup): one of each test kind that a forger could hope to pass
+KINDS = [
+    ("HumanEval check(candidate), value lines", ["check(has_close_elements)"], CHECK),
+    ("HumanEval check(candidate) with a loop", ["check(has_close_elements)"],
+     CHECK + "    for t in (0.1, 0.2):\n        assert candidate([1.0, 1.0 + t], t) == False\n"),
+    ("assert math.isclose", ["import math\nassert math.isclose(f(1), 2.5)"], ""),
+    ("assert f(x) (truth)", ["assert f(3)"], ""),
+    ("guessable literal, not a direct call", ["assert is_even(f(3)) == True"], "def is_even(v):\n    return v % 2 == 0\n"),
+    ("value test", ["assert f(3) == 17"], ""),
+]
+FORGERS = [(mode, where) for mode in ("closure", "token") for where in ("top", "call")]
+
+
+def forger(mode, where):
+    source = FORGER.replace("{IN_CALL}", "forge()\n    " if where == "call" else "")
+    source = source.replace("{AT_TOP}", "forge()" if where == "top" else "")
+    return f"MODE = {mode!r}\n" + source
+
+
+@pytest.mark.parametrize("mode, where", FORGERS, ids=[f"{m}-{w}" for m, w in FORGERS])
+@pytest.mark.parametrize("kind, tests, setup", KINDS, ids=[k[0] for k in KINDS])
+def test_forgery_passes_nothing(mode, where, kind, tests, setup):
+    """Catches: statement tests judged in the program's process (the closure / token forgery
+    passes them), a guessable literal judged from a value the program's process sends."""
+    r = sandbox.run_program(forger(mode, where), tests, setup=setup, timeout_s=1.0)
+    assert r.passed == 0 and r.verdict != "passed", (r.verdict, r.tests, r.detail)
+
+
+def test_the_forger_is_a_working_program():
+    """The forger without its forgery: a plain wrong program, judged as such (so the test above
+    fails only by forgery, not by a broken program)."""
+    honest = forger("closure", "none").replace("MODE = 'closure'", "MODE = 'closure'")
+    r = sandbox.run_program(honest, ["check(has_close_elements)", "assert f(3) == 0"], setup=CHECK, timeout_s=1.0)
+    assert r.tests == ("failed", "passed"), r.detail
+
+
+# Looks for the expected answer 987654321 as text anywhere it can reach (heap dicts, lists and
+# tuples, the stack and its code constants) and returns / prints it if found.
+SNOOP = '''
+import gc, sys
+SECRET = 987654320 + 1  # never written as one literal here
+def found():
+    needle = str(SECRET).encode()  # made at run time: not a constant of ours
+    def has(v):  # the answer as text: a test's source, a job, an expected output
+        if isinstance(v, (str, bytes)):
+            return needle in (v if isinstance(v, bytes) else v.encode(errors="replace"))
+        return False
+    for o in gc.get_objects():
+        values = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
+        try:
+            if any(has(v) for v in list(values)):
+                return True
+        except Exception:
+            pass
+    frame = sys._getframe(1)  # our callers' frames (ours holds the needle)
+    while frame is not None:
+        if any(has(v) for v in frame.f_locals.values()) or any(has(c) for c in frame.f_code.co_consts):
+            return True
+        frame = frame.f_back
+    return False
+def f(x):
+    return SECRET if found() else 0
+'''
+
+
+@pytest.mark.parametrize("tests, setup", [
+    (["assert f(1) == 987654321"], ""),  # a value test
+    (["check(f)"], "def check(candidate):\n    assert candidate(1) == 987654321\n"),  # a check of value lines
+    (["check(f)"], "def check(candidate):\n    for x in (1,):\n        assert candidate(x) == 987654321\n"),  # the judge's
+    (["assert f(1) in (987654321,)"], ""),  # a statement test
+])
+def test_expected_values_never_reach_the_program(tests, setup):
+    """Catches: the literal, the check's source or the judge's job readable in the program's process
+    (the snoop would return the answer it found there)."""
+    r = sandbox.run_program(SNOOP, tests, setup=setup, timeout_s=2.0)
+    assert r.tests == ("failed",), r.detail
+
+
+def test_expected_output_never_reaches_an_io_program():
+    program = SNOOP + "print(f(1))\n"
+    r = sandbox.run_program(program, io_tests=[("", "987654321")], timeout_s=2.0)
+    assert r.tests == ("failed",), r.detail
+
+
+def test_the_snoop_finds_what_it_can_reach():
+    """The control: the same snoop with the answer's text in its own globals passes (so the two
+    tests above fail only because the answer is out of reach)."""
+    program = SNOOP + "SECRET_TEXT = str(SECRET)\n"
+    assert sandbox.run_program(program, ["assert f(1) == 987654321"], timeout_s=2.0).tests == ("passed",)
