@@ -70,13 +70,6 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     return out, {"plan_tokens": mean(plan_tokens), "code_tokens": mean(code_tokens)}
 
 
-def _job(problem, program, timeout_s: float) -> dict:
-    """sandbox.run_many kwargs for one program (Problem.sandbox_job where it exists: I/O problems)."""
-    if hasattr(problem, "sandbox_job"):
-        return problem.sandbox_job(program, timeout_s)
-    return dict(program=program, tests=list(problem.tests), setup=problem.setup, timeout_s=timeout_s)
-
-
 def reference_costs(problems, args) -> list:
     """Run each problem's reference solution once, as the Coder's programs are run (coder.program).
 
@@ -84,7 +77,8 @@ def reference_costs(problems, args) -> list:
     no solution, the solution fails, or the sandbox gives no per-test timing.
     """
     have = [i for i, p in enumerate(problems) if p.solution]
-    jobs = [_job(problems[i], coder.program(problems[i], problems[i].solution), args.sandbox_timeout) for i in have]
+    jobs = [problems[i].sandbox_job(coder.program(problems[i], problems[i].solution), args.sandbox_timeout)
+            for i in have]
     out = [None] * len(problems)
     for i, r in zip(have, sandbox.run_many(jobs, workers=args.workers) if jobs else []):
         out[i] = efficiency.program_cost(r)
@@ -101,7 +95,7 @@ def score(problems, programs, ks, args, refs: list | None = None) -> dict:
     sandboxed run (interpreter start included) and its peak RSS; et_ms ... ref_mu_mb are EffiBench's
     per-test figures (efficiency.problem_row). None where no program passed.
     """
-    jobs = [_job(p, prog, args.sandbox_timeout) for p, progs in zip(problems, programs) for prog in progs]
+    jobs = [p.sandbox_job(prog, args.sandbox_timeout) for p, progs in zip(problems, programs) for prog in progs]
     results = iter(sandbox.run_many(jobs, workers=args.workers))
     refs = refs or [None] * len(problems)
     rows = []
