@@ -85,7 +85,7 @@ def test_score_known_programs_gives_the_exact_table():
 
 
 def _result(verdict, cpu=None, mem=None):
-    """A stand-in for sandbox.Result with CONTRACT.md's per-test fields."""
+    """A stand-in for sandbox.Result with its per-test fields."""
     import types
 
     return types.SimpleNamespace(verdict=verdict, detail="", cpu_s=0.03, peak_rss_mb=9.0, test_cpu_s=cpu,
