@@ -156,7 +156,8 @@ def get_args(argv=None):
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
     a("--dataset", "--datasets", dest="datasets", default="val",
-      help="comma list of: train | val | humaneval | mbpp:<file or hub id>[@split] | <file.jsonl>; "
+      help="comma list of data.load names: train | val | io_train | io_val | humaneval | <file.jsonl> | "
+           "mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces:<file or hub id>[@split]; "
            "NAME#N keeps the first N problems of that one")
     a("--split", default=None, help="split of a hub dataset (same as mbpp:<id>@<split>)")
     a("--model", default=models.EMBEDDED)
