@@ -26,18 +26,24 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from tqdm import tqdm
 
+import checkpoint
 import coder
 import data
+import distributed
+import eval as evaluation
 import grpo
 import models
 import planner
 import rollout
 import sandbox
+import report
 import sft
+import trackers
 
 
 def get_args(argv=None):
@@ -82,9 +88,17 @@ def get_args(argv=None):
     a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
     a("--seed", type=int, default=0)
     a("--out", default=None, help="run folder (default runs/<date-time>)")
-    a("--save-every", type=int, default=10)
+    a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")
+    a("--keep-checkpoints", type=int, default=2, help="newest checkpoints kept (0: all)")
+    a("--resume", default=None, metavar="RUN_DIR", help="go on from the run's latest checkpoint")
+    a("--eval-data", default=None, help="held-out set for greedy pass@1 during training (e.g. val)")
+    a("--eval-every", type=int, default=10, help="evaluate at step 0, every N steps and at the end")
+    a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
+    a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
     a("--profile", action="store_true", help="print seconds per phase of a step at the end")
     args = ap.parse_args(argv)
+    if args.resume:  # the run's own config.json; flags given again must agree
+        return checkpoint.resume_args(ap, argv, args.resume)
     args.roles = [r for r in models.ROLES if r in args.roles.split(",")]
     if args.roles not in (["planner", "coder"], ["coder"]):
         ap.error("--roles takes planner,coder or coder")
@@ -151,6 +165,7 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
     if args.mask_truncated:
         mask = mask * (~r.truncated)[:, None].float()
     w = grpo.loss_weights(mask, args.loss_type, max_len)  # [N, T], sums to 1 for 'token'
+    w = w * distributed.normaliser_share(mask, args.loss_type)  # torchrun: over all ranks' rows
     rows = [i for i in range(len(adv)) if mask[i].sum() > 0 and (adv[i] != 0 or args.beta > 0)]
     total, stats = 0.0, []
     for k in range(0, len(rows), args.micro_batch):
@@ -237,14 +252,20 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
     grad_norm, skipped, loss = 0.0, 0, 0.0
     for it in range(args.num_iterations):
         optimizer.zero_grad(set_to_none=True)
-        loss = 0.0
+        loss, bad = 0.0, False
         try:
             for role in args.roles:
                 r, adv, valid, max_len = work[role]
-                l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
+                try:
+                    l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
+                except FloatingPointError:
+                    bad = True  # the other role still runs: every rank must reach the same collectives
+                    continue
                 loss += l
                 metrics.update({f"{role}_{k}": v for k, v in m.items()})
             with clock("optimizer"):
+                if distributed.reduce_grads(optimizer.param_groups[0]["params"], bad):  # torchrun: sum
+                    raise FloatingPointError("non-finite loss")
                 params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
                 if params:
                     grad_norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
@@ -301,63 +322,183 @@ def save_adapters(policy, run_dir: Path):
     shutil.rmtree(old, ignore_errors=True)
 
 
+def batch_at(problems: list, consumed: int, n: int, seed: int) -> list:
+    """Problems number consumed .. consumed+n-1 of the run's stream (resume continues it exactly).
+
+    Epoch e = c // len(problems) is one permutation drawn from (seed, e): no problem repeats
+    within an epoch, and the stream depends on nothing but (seed, how many were consumed).
+    """
+    out = []
+    for c in range(consumed, consumed + n):
+        epoch, i = divmod(c, len(problems))
+        out.append(problems[_permutation(len(problems), seed, epoch)[i]])
+    return out
+
+
+_perms = {}
+
+
+def _permutation(n: int, seed: int, epoch: int) -> list:
+    if (n, seed, epoch) not in _perms:  # a string seed is hashed with sha512: stable across runs
+        _perms[(n, seed, epoch)] = random.Random(f"{seed}-{epoch}").sample(range(n), n)
+    return _perms[(n, seed, epoch)]
+
+
+def evaluate(policy, tok, problems, args) -> dict:
+    """Greedy pass@1 of the policy on held-out problems (eval.py's generate_programs and score):
+    plan mode for a two-role run, direct for --roles coder. Its own randomness: the RNG states
+    are put back afterwards, so a run with evaluation trains exactly as one without."""
+    ns = SimpleNamespace(n=1, temperature=0.0, batch_size=16, max_plan_tokens=args.max_plan_tokens,
+                         max_code_tokens=args.max_code_tokens, sandbox_timeout=args.sandbox_timeout,
+                         workers=args.workers)
+    saved, t = checkpoint.rng_state(), time.perf_counter()
+    try:
+        programs, stats = evaluation.generate_programs(policy, tok, problems, "plan" if "planner" in args.roles
+                                                       else "direct", ns, {r: r for r in models.ROLES})
+        res = evaluation.score(problems, programs, [1], ns)
+    finally:
+        checkpoint.set_rng_state(saved)
+    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), "eval_plan_tokens": stats["plan_tokens"],
+            "eval_code_tokens": stats["code_tokens"], "eval_verdicts": res["verdicts"],
+            "eval_s": time.perf_counter() - t}
+
+
+def summary(run_dir: Path, wall_s: float) -> str:
+    """The run's last line: steps, wall time, first and last reward, last eval pass@1."""
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    steps = [m for m in lines if m.get("phase") == "grpo"]
+    evals = [m for m in lines if m.get("phase") == "eval"]
+    out = f"done: {len(steps)} GRPO steps in {wall_s:.0f} s"
+    if steps:
+        out += f", reward {steps[0]['reward']:.3f} (step 1) -> {steps[-1]['reward']:.3f} (step {steps[-1]['step']})"
+    if evals:
+        out += f", eval pass@1 {evals[-1]['eval_pass@1']:.3f} (step {evals[-1]['step']})"
+    return out + f"; adapters, metrics and curves in {run_dir}"
+
+
 def main(argv=None):
     args = get_args(argv)
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
+    rank, world, device = distributed.setup(device)  # (0, 1, device) without torchrun
+    main_rank = rank == 0  # writes every file
+    if args.problems_per_step % world:
+        raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
+    run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
+    ckpt = checkpoint.latest(run_dir) if args.resume else None
+    state = {"step": 0, "consumed": 0, "sft_done": [], "metrics_bytes": 0, "samples_bytes": 0, "wall_s": 0.0}
+    if ckpt:
+        state = checkpoint.state_of(ckpt)
+        sft_left = [r for r in (args.roles if args.sft_steps > 0 else []) if r not in state["sft_done"]]
+        if state["step"] >= args.steps and not sft_left:
+            if main_rank and not (run_dir / "adapters").exists():  # killed after its last checkpoint
+                shutil.copytree(ckpt / "adapters", run_dir / "adapters")
+            print(f"{run_dir} is already finished: step {state['step']} of {args.steps} (raise --steps to go on)")
+            return run_dir
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
     problems = data.load(args.train_data)
+    eval_problems = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     try:
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
     except RuntimeError as e:
         raise SystemExit(f"error: {e}") from None
     base, tok = models.load_base(args.model, device, quant)
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
-    if args.init:
+    if args.init and not ckpt:
         models.init_role_adapters(policy, args.init, args.roles)
     lora = [p for n, p in policy.named_parameters() if "lora_" in n]  # both roles' adapters
+    distributed.broadcast_params(lora)
+    if world > 1:
+        torch.manual_seed(args.seed + rank)  # each rank samples its own completions
     optimizer = torch.optim.AdamW(lora, lr=args.lr, weight_decay=0.0)
+    if ckpt:
+        state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
+    tracker = None
+    if main_rank:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not ckpt:
+            shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # an older run's, not ours
+        config = {**vars(args), "device": device, "quant": quant}
+        checkpoint._write_atomic(run_dir / "config.json", json.dumps(config, indent=2))
+        for name in ("metrics.jsonl", "samples.jsonl"):  # each step once: later lines are cut
+            checkpoint.cut_log(run_dir / name, state[name.replace(".jsonl", "_bytes")] if args.resume else 0)
+        tracker = trackers.make(args.report_to, run_dir, config)
+        print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  processes {world}  "
+              f"problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}"
+              + (f"\nresumed from {ckpt} (step {state['step']})" if ckpt else ""))
 
-    run_dir = Path(args.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps({**vars(args), "device": device, "quant": quant}, indent=2))
-    print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  "
-          f"problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}")
-
-    rows, bad = [], 0
-    with open(run_dir / "metrics.jsonl", "a") as metrics_file, open(run_dir / "samples.jsonl", "a") as samples_file:
-        for role in args.roles if args.sft_steps > 0 else []:
-            sft.train(policy, tok, problems, role, args, optimizer, metrics_file)
-        for step in tqdm(range(1, args.steps + 1), desc="grpo", dynamic_ncols=True):
-            batch = random.sample(problems, min(args.problems_per_step, len(problems)))
-            m, samples = grpo_step(policy, tok, batch, args, optimizer)
-            m = {"phase": "grpo", "step": step, **m}
-            rows.append(m)
+    rows, bad, t_start = [], 0, time.perf_counter()
+    with (open(run_dir / "metrics.jsonl", "a") if main_rank else open(os.devnull, "w")) as metrics_file, \
+         (open(run_dir / "samples.jsonl", "a") if main_rank else open(os.devnull, "w")) as samples_file:
+        def log(m: dict):
             metrics_file.write(json.dumps(m) + "\n")
             metrics_file.flush()
+            if tracker:
+                tracker.log(m)
+
+        def save(name: str):  # every rank's RNG, rank 0 writes
+            rngs = distributed.gather(checkpoint.rng_state())
+            if main_rank:
+                s = {**state, "metrics_bytes": os.path.getsize(run_dir / "metrics.jsonl"),
+                     "samples_bytes": os.path.getsize(run_dir / "samples.jsonl"),
+                     "wall_s": state["wall_s"] + time.perf_counter() - t_start}
+                checkpoint.save(run_dir, name, policy, optimizer, s, rngs, args.keep_checkpoints)
+
+        def maybe_eval(step: int):
+            if eval_problems and main_rank and (step == 0 or step == args.steps or step % args.eval_every == 0):
+                log({"phase": "eval", "step": step, **evaluate(policy, tok, eval_problems, args)})
+
+        for role in args.roles if args.sft_steps > 0 else []:
+            if role not in state["sft_done"]:
+                sft.train(policy, tok, problems, role, args, optimizer, metrics_file if main_rank else None)
+                metrics_file.flush()
+                state["sft_done"].append(role)
+                save(f"sft-{len(state['sft_done'])}")
+        if state["step"] == 0:
+            maybe_eval(0)
+        for step in tqdm(range(state["step"] + 1, args.steps + 1), desc="grpo", dynamic_ncols=True,
+                         disable=not main_rank):
+            batch = batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
+            k = len(batch) // world  # this rank's slice: whole groups, never split
+            m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer)
+            if world > 1:
+                parts = distributed.gather((m, samples))
+                m, samples = distributed.merge_metrics([p[0] for p in parts]), [s for p in parts for s in p[1]]
+            state["step"], state["consumed"] = step, state["consumed"] + len(batch)
+            m = {"phase": "grpo", "step": step, **m}
+            rows.append(m)
+            log(m)
             samples_file.write("".join(json.dumps({"step": step, **s}) + "\n" for s in samples))
             samples_file.flush()
-            tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  "
-                       f"{m['time_step_s']:.0f} s")
+            if main_rank:
+                tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  "
+                           f"{m['time_step_s']:.0f} s")
             bad = bad + 1 if m["skipped_updates"] else 0
             if bad == 3:  # a diverged run: keep what it had, say so, stop
-                save_adapters(policy, run_dir)
+                if main_rank:
+                    save_adapters(policy, run_dir)
                 raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
                                     f"stopped, adapters saved in {run_dir / 'adapters'} (try a lower --lr)")
-            if step % args.save_every == 0:
-                save_adapters(policy, run_dir)
-    save_adapters(policy, run_dir)
-    if args.profile and rows:
-        print_profile(rows)
-    print(f"done: adapters in {run_dir / 'adapters'}, metrics in {run_dir / 'metrics.jsonl'}")
+            maybe_eval(step)
+            if step == args.steps or (args.save_every > 0 and step % args.save_every == 0):
+                save(f"step-{step:06d}")
+    if main_rank:
+        save_adapters(policy, run_dir)
+        if tracker:
+            tracker.close()
+        if args.profile and rows:
+            print_profile(rows)
+        print(report.plot_curves([run_dir], run_dir / "curves.png"))
+        print(summary(run_dir, state["wall_s"] + time.perf_counter() - t_start))
+    distributed.cleanup()
     return run_dir
 
 
 def cli():
     try:
         main()
-    except (models.ModelError, data.DataError, TrainingError) as e:
+    except (models.ModelError, data.DataError, TrainingError, checkpoint.CheckpointError, trackers.TrackerError) as e:
         sys.exit(f"error: {e}")
     except KeyboardInterrupt:
         sys.exit("interrupted")
