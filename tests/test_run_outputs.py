@@ -1,0 +1,71 @@
+"""What a run leaves and shows (train.main on the tiny Qwen2, in-process): evaluation during training that
+never touches the training's random stream, the summary line, curves.png, trackers on rank 0."""
+import json
+import re
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import models
+import sandbox
+import train
+from conftest import tiny_base
+from test_policy import fake_results
+
+FLAGS = ["--steps", "3", "--sft-steps", "1", "--sft-batch", "2", "--problems-per-step", "2", "--num-plans", "2",
+         "--codes-per-plan", "2", "--max-plan-tokens", "4", "--max-code-tokens", "4", "--lora-r", "4",
+         "--temperature", "1.0", "--lr", "1e-2", "--workers", "1"]
+
+
+@pytest.fixture
+def tiny_run(tokenizer, monkeypatch):
+    monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
+    monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0, 0.5, 1.0]))
+    return lambda *flags: train.main([*FLAGS, *flags])
+
+
+def weights(run):
+    return {f"{r}.{k}": v for r in ("planner", "coder")
+            for k, v in load_file(run / "adapters" / r / "adapter_model.safetensors").items()}
+
+
+def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path, capsys, monkeypatch):
+    """--eval-data val --eval-every 2: eval lines at steps 0, 2 and 3 (the end) with greedy pass@1 of
+    the fake sandbox (program 1 passes, program 2 fails -> 0.5), and the run's adapters and GRPO lines
+    are IDENTICAL to the same run without evaluation (sampling at temperature 1). Catches: evaluation
+    drawing from the training's RNG (every later sample would change), eval left in the wrong
+    adapter / mode, eval lines counted as steps."""
+    import random
+    real = train.evaluation.generate_programs
+
+    def drawing(*a, **k):  # greedy decoding draws nothing; an evaluation that samples would
+        torch.rand(3), random.random()
+        return real(*a, **k)
+    monkeypatch.setattr(train.evaluation, "generate_programs", drawing)
+    plain = tiny_run("--out", str(tmp_path / "plain"))
+    evald = tiny_run("--out", str(tmp_path / "eval"), "--eval-data", "val", "--eval-every", "2", "--eval-limit", "2")
+    a, b = weights(plain), weights(evald)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows = [json.loads(x) for x in (evald / "metrics.jsonl").read_text().splitlines()]
+    evals = [m for m in rows if m["phase"] == "eval"]
+    assert [(m["step"], m["eval_pass@1"], m["eval_problems"]) for m in evals] == [(0, 0.5, 2), (2, 0.5, 2), (3, 0.5, 2)]
+    assert evals[0]["eval_plan_tokens"] > 0 and evals[0]["eval_code_tokens"] > 0
+    untimed = lambda ms: [{k: v for k, v in m.items() if not k.startswith("time_")} for m in ms if m["phase"] == "grpo"]  # noqa: E731
+    plain_rows = [json.loads(x) for x in (plain / "metrics.jsonl").read_text().splitlines()]
+    assert untimed(rows) == untimed(plain_rows) and len(untimed(rows)) == 3
+    out = capsys.readouterr().out.strip().splitlines()
+    first, last = untimed(rows)[0]["reward"], untimed(rows)[-1]["reward"]
+    assert re.fullmatch(rf"done: 3 GRPO steps in \d+ s, reward {first:.3f} \(step 1\) -> {last:.3f} \(step 3\), "
+                        rf"eval pass@1 0\.500 \(step 3\); adapters, metrics and curves in {evald}", out[-1]), out[-1]
+
+
+def test_report_to_a_missing_tracker_is_one_line(tiny_run, tmp_path, monkeypatch):
+    """--report-to wandb without the package: TrackerError naming the pip command, before any step."""
+    import sys
+
+    import trackers
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    with pytest.raises(trackers.TrackerError, match=r"^--report-to wandb needs the wandb package: pip install wandb$"):
+        tiny_run("--out", str(tmp_path / "r"), "--report-to", "wandb")
+    assert not (tmp_path / "r" / "metrics.jsonl").exists() or not (tmp_path / "r" / "metrics.jsonl").read_text()
