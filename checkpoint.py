@@ -63,6 +63,58 @@ def resume_args(ap: argparse.ArgumentParser, argv, run_dir: str) -> argparse.Nam
                                  "resume": run_dir, "out": run_dir})
 
 
+def fresh_state() -> dict:
+    """A run's position before anything ran (what state.json holds)."""
+    return {"step": 0, "consumed": 0, "sft_done": [], "metrics_bytes": 0, "samples_bytes": 0, "wall_s": 0.0}
+
+
+def finished(args, run_dir: Path, ckpt: Path, main_rank: bool = True) -> bool:
+    """True (and one line printed) when the latest checkpoint is the run's end."""
+    state = state_of(ckpt)
+    sft_left = [r for r in (args.roles if args.sft_steps > 0 else []) if r not in state["sft_done"]]
+    if state["step"] < args.steps or sft_left:
+        return False
+    if main_rank and not (Path(run_dir) / "adapters").exists():  # killed after its last checkpoint
+        shutil.copytree(ckpt / "adapters", Path(run_dir) / "adapters")
+    print(f"{run_dir} is already finished: step {state['step']} of {args.steps} (raise --steps to go on)")
+    return True
+
+
+def prepare(run_dir: Path, config: dict, ckpt: Path | None, state: dict):
+    """The run folder before the first step: config.json (atomically), and metrics.jsonl /
+    samples.jsonl cut back to their length at the checkpoint (emptied when starting without one),
+    so each step appears once. Checkpoints of an earlier run in the folder are removed. Rank 0."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not ckpt:
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    _write_atomic(run_dir / "config.json", json.dumps(config, indent=2))
+    for name in ("metrics", "samples"):
+        cut_log(run_dir / f"{name}.jsonl", state[f"{name}_bytes"])
+
+
+def batch_at(problems: list, consumed: int, n: int, seed: int) -> list:
+    """Problems number consumed .. consumed+n-1 of the run's problem stream, which a resume continues.
+
+    Epoch e = c // len(problems) is one permutation drawn from (seed, e): no problem repeats within
+    an epoch, and the stream depends on nothing but (seed, how many were consumed).
+    """
+    out = []
+    for c in range(consumed, consumed + n):
+        epoch, i = divmod(c, len(problems))
+        out.append(problems[_permutation(len(problems), seed, epoch)[i]])
+    return out
+
+
+_perms = {}
+
+
+def _permutation(n: int, seed: int, epoch: int) -> list:
+    if (n, seed, epoch) not in _perms:  # a string seed is hashed with sha512: stable across runs
+        _perms[(n, seed, epoch)] = random.Random(f"{seed}-{epoch}").sample(range(n), n)
+    return _perms[(n, seed, epoch)]
+
+
 def rng_state() -> dict:
     """This process's random streams: python `random` (SFT batches), torch CPU and CUDA (sampling)."""
     return {"python": random.getstate(), "torch": torch.get_rng_state(),
@@ -107,9 +159,12 @@ def _kill_if(var: str, name: str):
 def save(run_dir: Path, name: str, policy, optimizer, state: dict, rngs: list, keep: int) -> Path:
     """Write checkpoint `name` (see the module docstring), point `latest` at it, prune to `keep`.
 
-    state: JSON-able (step, consumed, sft_done, metrics_bytes, samples_bytes, wall_s); rngs: one
-    rng_state() per rank. Rank 0 only.
+    state: JSON-able (step, consumed, sft_done, wall_s); rngs: one rng_state() per rank. The
+    current lengths of RUN_DIR/metrics.jsonl and samples.jsonl are stored with it. Rank 0 only.
     """
+    run_dir = Path(run_dir)
+    state = {**state, **{f"{n}_bytes": os.path.getsize(run_dir / f"{n}.jsonl") if (run_dir / f"{n}.jsonl").exists()
+                         else 0 for n in ("metrics", "samples")}}
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp, final = root / f".tmp-{name}", root / name
@@ -175,3 +230,16 @@ def cut_log(path: Path, nbytes: int):
         if path.stat().st_size < nbytes:
             raise CheckpointError(f"{path} is shorter than at its checkpoint ({nbytes} bytes)")
         os.truncate(path, nbytes)
+
+
+def save_adapters(policy, run_dir: Path):
+    """Write run_dir/adapters/<role>/ atomically: into a temp folder, then swapped in by rename."""
+    tmp = run_dir / "adapters.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for role in policy.peft_config:
+        policy.save_pretrained(tmp, selected_adapters=[role])  # -> tmp/<role>/
+    final, old = run_dir / "adapters", run_dir / "adapters.old"
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)

@@ -102,6 +102,14 @@ def gather(obj) -> list:
     return out
 
 
+def merge_step(metrics: dict, samples: list) -> tuple[dict, list]:
+    """The step's metrics line and samples over all ranks (unchanged in one process). A collective."""
+    if not on():
+        return metrics, samples
+    parts = gather((metrics, samples))
+    return merge_metrics([m for m, _ in parts]), [s for _, ss in parts for s in ss]
+
+
 def merge_metrics(ms: list) -> dict:
     """One metrics line from the ranks' lines: every rank had the same number of problems, so the
     mean of the ranks' means is the step's mean; loss (globally normalised) and verdicts add up,

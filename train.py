@@ -21,12 +21,10 @@ import json
 import math
 import os
 import random
-import shutil
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 from tqdm import tqdm
@@ -35,15 +33,17 @@ import checkpoint
 import coder
 import data
 import distributed
-import eval as evaluation
 import grpo
 import models
 import planner
+import progress
 import rollout
 import sandbox
 import report
 import sft
 import trackers
+from checkpoint import save_adapters  # noqa: F401 (train.save_adapters)
+from progress import print_profile  # noqa: F401 (bench/grpo_bench.py)
 
 
 def get_args(argv=None):
@@ -103,10 +103,6 @@ def get_args(argv=None):
     if args.roles not in (["planner", "coder"], ["coder"]):
         ap.error("--roles takes planner,coder or coder")
     return args
-
-
-PHASES = ["plan_generation", "code_generation", "sandbox", "old_logprobs", "reference_logprobs",
-          "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
 
 
 class TrainingError(RuntimeError):
@@ -296,86 +292,6 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
     }, samples
 
 
-def print_profile(rows: list):
-    """The --profile table: mean seconds per GRPO step of each phase, and what they add up to."""
-    phases = [f"time_{p}_s" for p in PHASES if any(f"time_{p}_s" in m for m in rows)]
-    step = sum(m["time_step_s"] for m in rows) / len(rows)
-    print(f"\nprofile: mean over {len(rows)} GRPO steps\n{'phase':26} {'s/step':>8} {'share':>7}")
-    total = 0.0
-    for k in phases:
-        v = sum(m.get(k, 0.0) for m in rows) / len(rows)
-        total += v
-        print(f"{k[5:-2]:26} {v:8.2f} {100 * v / step:6.1f}%")
-    print(f"{'sum of phases':26} {total:8.2f} {100 * total / step:6.1f}%\n{'step wall time':26} {step:8.2f} {100.0:6.1f}%")
-
-
-def save_adapters(policy, run_dir: Path):
-    """Write run_dir/adapters/<role>/ atomically: into a temp folder, then swapped in by rename."""
-    tmp = run_dir / "adapters.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for role in models.ROLES:
-        policy.save_pretrained(tmp, selected_adapters=[role])  # -> tmp/<role>/
-    final, old = run_dir / "adapters", run_dir / "adapters.old"
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def batch_at(problems: list, consumed: int, n: int, seed: int) -> list:
-    """Problems number consumed .. consumed+n-1 of the run's stream (resume continues it exactly).
-
-    Epoch e = c // len(problems) is one permutation drawn from (seed, e): no problem repeats
-    within an epoch, and the stream depends on nothing but (seed, how many were consumed).
-    """
-    out = []
-    for c in range(consumed, consumed + n):
-        epoch, i = divmod(c, len(problems))
-        out.append(problems[_permutation(len(problems), seed, epoch)[i]])
-    return out
-
-
-_perms = {}
-
-
-def _permutation(n: int, seed: int, epoch: int) -> list:
-    if (n, seed, epoch) not in _perms:  # a string seed is hashed with sha512: stable across runs
-        _perms[(n, seed, epoch)] = random.Random(f"{seed}-{epoch}").sample(range(n), n)
-    return _perms[(n, seed, epoch)]
-
-
-def evaluate(policy, tok, problems, args) -> dict:
-    """Greedy pass@1 of the policy on held-out problems (eval.py's generate_programs and score):
-    plan mode for a two-role run, direct for --roles coder. Its own randomness: the RNG states
-    are put back afterwards, so a run with evaluation trains exactly as one without."""
-    ns = SimpleNamespace(n=1, temperature=0.0, batch_size=16, max_plan_tokens=args.max_plan_tokens,
-                         max_code_tokens=args.max_code_tokens, sandbox_timeout=args.sandbox_timeout,
-                         workers=args.workers)
-    saved, t = checkpoint.rng_state(), time.perf_counter()
-    try:
-        programs, stats = evaluation.generate_programs(policy, tok, problems, "plan" if "planner" in args.roles
-                                                       else "direct", ns, {r: r for r in models.ROLES})
-        res = evaluation.score(problems, programs, [1], ns)
-    finally:
-        checkpoint.set_rng_state(saved)
-    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), "eval_plan_tokens": stats["plan_tokens"],
-            "eval_code_tokens": stats["code_tokens"], "eval_verdicts": res["verdicts"],
-            "eval_s": time.perf_counter() - t}
-
-
-def summary(run_dir: Path, wall_s: float) -> str:
-    """The run's last line: steps, wall time, first and last reward, last eval pass@1."""
-    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    steps = [m for m in lines if m.get("phase") == "grpo"]
-    evals = [m for m in lines if m.get("phase") == "eval"]
-    out = f"done: {len(steps)} GRPO steps in {wall_s:.0f} s"
-    if steps:
-        out += f", reward {steps[0]['reward']:.3f} (step 1) -> {steps[-1]['reward']:.3f} (step {steps[-1]['step']})"
-    if evals:
-        out += f", eval pass@1 {evals[-1]['eval_pass@1']:.3f} (step {evals[-1]['step']})"
-    return out + f"; adapters, metrics and curves in {run_dir}"
-
-
 def main(argv=None):
     args = get_args(argv)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
@@ -385,16 +301,9 @@ def main(argv=None):
     if args.problems_per_step % world:
         raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
     run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
-    ckpt = checkpoint.latest(run_dir) if args.resume else None
-    state = {"step": 0, "consumed": 0, "sft_done": [], "metrics_bytes": 0, "samples_bytes": 0, "wall_s": 0.0}
-    if ckpt:
-        state = checkpoint.state_of(ckpt)
-        sft_left = [r for r in (args.roles if args.sft_steps > 0 else []) if r not in state["sft_done"]]
-        if state["step"] >= args.steps and not sft_left:
-            if main_rank and not (run_dir / "adapters").exists():  # killed after its last checkpoint
-                shutil.copytree(ckpt / "adapters", run_dir / "adapters")
-            print(f"{run_dir} is already finished: step {state['step']} of {args.steps} (raise --steps to go on)")
-            return run_dir
+    ckpt, state = (checkpoint.latest(run_dir) if args.resume else None), checkpoint.fresh_state()
+    if ckpt and checkpoint.finished(args, run_dir, ckpt, main_rank):
+        return run_dir
     random.seed(args.seed)
     torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
     problems = data.load(args.train_data)
@@ -416,17 +325,13 @@ def main(argv=None):
         state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
     tracker = None
     if main_rank:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if not ckpt:
-            shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # an older run's, not ours
         config = {**vars(args), "device": device, "quant": quant}
-        checkpoint._write_atomic(run_dir / "config.json", json.dumps(config, indent=2))
-        for name in ("metrics.jsonl", "samples.jsonl"):  # each step once: later lines are cut
-            checkpoint.cut_log(run_dir / name, state[name.replace(".jsonl", "_bytes")] if args.resume else 0)
+        checkpoint.prepare(run_dir, config, ckpt, state)  # config.json; logs cut back to the checkpoint
         tracker = trackers.make(args.report_to, run_dir, config)
         print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  processes {world}  "
               f"problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}"
-              + (f"\nresumed from {ckpt} (step {state['step']})" if ckpt else ""))
+              + (f"\nresumed from {ckpt} (step {state['step']})" if ckpt else
+                 f"\n{run_dir} has no checkpoint yet: starting it over" if args.resume else ""))
 
     rows, bad, t_start = [], 0, time.perf_counter()
     with (open(run_dir / "metrics.jsonl", "a") if main_rank else open(os.devnull, "w")) as metrics_file, \
@@ -437,17 +342,15 @@ def main(argv=None):
             if tracker:
                 tracker.log(m)
 
-        def save(name: str):  # every rank's RNG, rank 0 writes
+        def save(name: str):  # every rank's RNG; rank 0 writes
             rngs = distributed.gather(checkpoint.rng_state())
             if main_rank:
-                s = {**state, "metrics_bytes": os.path.getsize(run_dir / "metrics.jsonl"),
-                     "samples_bytes": os.path.getsize(run_dir / "samples.jsonl"),
-                     "wall_s": state["wall_s"] + time.perf_counter() - t_start}
+                s = {**state, "wall_s": state["wall_s"] + time.perf_counter() - t_start}
                 checkpoint.save(run_dir, name, policy, optimizer, s, rngs, args.keep_checkpoints)
 
         def maybe_eval(step: int):
             if eval_problems and main_rank and (step == 0 or step == args.steps or step % args.eval_every == 0):
-                log({"phase": "eval", "step": step, **evaluate(policy, tok, eval_problems, args)})
+                log({"phase": "eval", "step": step, **progress.evaluate(policy, tok, eval_problems, args)})
 
         for role in args.roles if args.sft_steps > 0 else []:
             if role not in state["sft_done"]:
@@ -459,12 +362,10 @@ def main(argv=None):
             maybe_eval(0)
         for step in tqdm(range(state["step"] + 1, args.steps + 1), desc="grpo", dynamic_ncols=True,
                          disable=not main_rank):
-            batch = batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
+            batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
             k = len(batch) // world  # this rank's slice: whole groups, never split
             m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer)
-            if world > 1:
-                parts = distributed.gather((m, samples))
-                m, samples = distributed.merge_metrics([p[0] for p in parts]), [s for p in parts for s in p[1]]
+            m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
             state["step"], state["consumed"] = step, state["consumed"] + len(batch)
             m = {"phase": "grpo", "step": step, **m}
             rows.append(m)
@@ -490,7 +391,7 @@ def main(argv=None):
         if args.profile and rows:
             print_profile(rows)
         print(report.plot_curves([run_dir], run_dir / "curves.png"))
-        print(summary(run_dir, state["wall_s"] + time.perf_counter() - t_start))
+        print(progress.summary(run_dir, state["wall_s"] + time.perf_counter() - t_start))
     distributed.cleanup()
     return run_dir
 

@@ -8,7 +8,7 @@ import sys
 import torch
 
 import data
-import train
+import checkpoint
 from conftest import ROOT
 
 FLAGS = ["--steps", "2", "--sft-steps", "0", "--problems-per-step", "2", "--num-plans", "2", "--codes-per-plan", "2",
@@ -32,7 +32,7 @@ def test_two_ranks_equal_one_process_with_both_problems(tmp_path):
     gradients averaged instead of summed over globally normalised losses, a parameter stepped on one
     rank only (grad None there), a rank that skips the all-reduce (the run would hang, then time out),
     metrics of rank 0 alone."""
-    step1 = train.batch_at(data.load("train"), 0, 2, seed=0)
+    step1 = checkpoint.batch_at(data.load("train"), 0, 2, seed=0)
     zero = step1[1].task_id  # rank 1's problem at step 1
     one = launch([sys.executable], tmp_path / "one", str(tmp_path / "one-{rank}.pt"), zero)
     two = launch([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],

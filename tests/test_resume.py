@@ -140,9 +140,9 @@ def test_problem_stream_resumes_without_replay_or_skip():
     problems, and epochs differ. Catches: a batch drawn by random.sample from a global RNG (a resume
     would replay or skip problems), an epoch that repeats a problem."""
     probs = data.load("train")[:7]
-    once = train.batch_at(probs, 0, 15, seed=3)
-    pieces = train.batch_at(probs, 0, 3, 3) + train.batch_at(probs, 3, 5, 3) + train.batch_at(probs, 8, 7, 3)
+    once = checkpoint.batch_at(probs, 0, 15, seed=3)
+    pieces = checkpoint.batch_at(probs, 0, 3, 3) + checkpoint.batch_at(probs, 3, 5, 3) + checkpoint.batch_at(probs, 8, 7, 3)
     assert [p.task_id for p in once] == [p.task_id for p in pieces]
     assert sorted(p.task_id for p in once[:7]) == sorted(p.task_id for p in probs)
     assert [p.task_id for p in once[:7]] != [p.task_id for p in once[7:14]]
-    assert [p.task_id for p in train.batch_at(probs, 0, 7, 4)] != [p.task_id for p in once[:7]]
+    assert [p.task_id for p in checkpoint.batch_at(probs, 0, 7, 4)] != [p.task_id for p in once[:7]]
