@@ -7,12 +7,14 @@ Efficiency is compared on the problems that EVERY system in the table solves (at
 sample): a system that solves more, harder problems would otherwise look slower.
 """
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
 
-CURVES = [("reward", "mean reward"), ("pass_all", "pass rate (all tests)"), ("coder_kl", "KL (coder)"),
-          ("code_tokens", "code tokens"), ("plan_tokens", "plan tokens")]
+CURVES = [("reward", "mean reward"), ("pass_all", "pass rate (all tests)"),
+          ("eval_pass@1", "held-out pass@1 (greedy)"), ("coder_kl", "KL (coder)"),
+          ("code_tokens", "code tokens"), ("plan_tokens", "plan tokens")]  # eval_*: from the eval lines
 
 
 def efficiency(rows: dict) -> tuple[dict, int]:
@@ -72,9 +74,9 @@ def plot_curves(run_dirs: list, out_png: Path) -> str:
     drawn = set()
     for i, run in enumerate(map(Path, run_dirs)):
         lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
-        steps = [m for m in lines if m.get("phase", "grpo") == "grpo"]
         for ax, (key, title) in zip(axes, CURVES):
-            pts = [(m["step"], m[key]) for m in steps if m.get(key) is not None]
+            phase = "eval" if key.startswith("eval_") else "grpo"  # eval lines: step 0, every K, the end
+            pts = [(m["step"], m[key]) for m in lines if m.get("phase", "grpo") == phase and m.get(key) is not None]
             if pts:
                 ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=run.name)  # one colour per run
                 drawn.add(key)
@@ -85,7 +87,11 @@ def plot_curves(run_dirs: list, out_png: Path) -> str:
             ax.text(0.5, 0.5, "not logged", ha="center", transform=ax.transAxes)
     axes[0].legend()
     fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
+    out_png = Path(out_png)
+    tmp = out_png.with_name(f".{out_png.name}.tmp")
+    fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    os.replace(tmp, out_png)  # atomic: a reader never sees half a picture
     return f"wrote {out_png}"
 
 

@@ -56,6 +56,7 @@ def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path
     plain_rows = [json.loads(x) for x in (plain / "metrics.jsonl").read_text().splitlines()]
     assert untimed(rows) == untimed(plain_rows) and len(untimed(rows)) == 3
     out = capsys.readouterr().out.strip().splitlines()
+    assert (evald / "curves.png").exists() or "curves skipped: matplotlib is not installed" in out[-2]
     first, last = untimed(rows)[0]["reward"], untimed(rows)[-1]["reward"]
     assert re.fullmatch(rf"done: 3 GRPO steps in \d+ s, reward {first:.3f} \(step 1\) -> {last:.3f} \(step 3\), "
                         rf"eval pass@1 0\.500 \(step 3\); adapters, metrics and curves in {evald}", out[-1]), out[-1]
@@ -70,3 +71,25 @@ def test_report_to_a_missing_tracker_is_one_line(tiny_run, tmp_path, monkeypatch
     with pytest.raises(trackers.TrackerError, match=r"^--report-to wandb needs the wandb package: pip install wandb$"):
         tiny_run("--out", str(tmp_path / "r"), "--report-to", "wandb")
     assert not (tmp_path / "r" / "metrics.jsonl").exists() or not (tmp_path / "r" / "metrics.jsonl").read_text()
+
+
+def test_curves_draw_eval_points_from_eval_lines(tmp_path, monkeypatch):
+    """plot_curves: the eval panel takes (step, eval_pass@1) of the eval lines, the reward panel the GRPO
+    lines only, and a PNG is written. Catches: eval lines filtered out as non-GRPO (no eval curve),
+    an SFT line drawn as a step."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.axes
+
+    import report
+    rows = [{"phase": "sft", "role": "coder", "sft_step": 1, "loss": 3.0},
+            {"phase": "eval", "step": 0, "eval_pass@1": 0.25},
+            {"phase": "grpo", "step": 1, "reward": 0.1, "pass_all": 0.0, "code_tokens": 9.0},
+            {"phase": "grpo", "step": 2, "reward": 0.3, "pass_all": 0.5, "code_tokens": 7.0},
+            {"phase": "eval", "step": 2, "eval_pass@1": 0.5}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
+    calls = []
+    real = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, y, **k: calls.append((list(x), list(y))) or real(self, x, y, **k))
+    assert report.plot_curves([tmp_path], tmp_path / "curves.png") == f"wrote {tmp_path / 'curves.png'}"
+    assert calls == [([1, 2], [0.1, 0.3]), ([1, 2], [0.0, 0.5]), ([0, 2], [0.25, 0.5]), ([1, 2], [9.0, 7.0])]
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
