@@ -146,3 +146,15 @@ def test_problem_stream_resumes_without_replay_or_skip():
     assert sorted(p.task_id for p in once[:7]) == sorted(p.task_id for p in probs)
     assert [p.task_id for p in once[:7]] != [p.task_id for p in once[7:14]]
     assert [p.task_id for p in checkpoint.batch_at(probs, 0, 7, 4)] != [p.task_id for p in once[:7]]
+
+
+def test_resume_with_a_different_flag_is_one_line(tmp_path):
+    """The command line: `train.py --resume RUN --num-plans 8` on a run of 4 plans ends in one line naming
+    the flag, before any model is loaded. Catches: the new flag silently winning (the resumed steps
+    would not be the run's), or a traceback."""
+    args = train.get_args(["--num-plans", "4"])
+    (tmp_path / "config.json").write_text(json.dumps({**vars(args), "device": "cpu", "quant": "none"}))
+    p = subprocess.run([sys.executable, "train.py", "--resume", str(tmp_path), "--num-plans", "8", "--workers", "3"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and p.stderr == (f"error: --resume {tmp_path}: --num-plans 8 differs from the run's 4 "
+                                              "(config.json); leave it out or start a new run\n"), p.stderr
