@@ -6,8 +6,8 @@
 # Rows: the device; the embedded model loaded in bf16 and in 4-bit NF4 on CUDA (+ one forward);
 # a 2-step two-role train.py run with --quant 4bit on CUDA (1 SFT step per role, held-out eval,
 # then --resume of the finished run); bench/gpu_memory.py at the Qwen2.5-Coder-1.5B shape; and,
-# with two or more GPUs, one torchrun step on 2 of them. Each row has its own time limit, so the
-# whole script ends within 8 minutes. Logs and run folders stay in $GPU_CHECK_OUT (default a
+# with two or more GPUs, one torchrun step on 2 of them. Each row has its own time limit (they add
+# up to 480 s), so the whole script ends within 8 minutes even when a row hangs. Logs and run folders stay in $GPU_CHECK_OUT (default a
 # fresh /tmp/gpu-check.*). Without CUDA it says so in one line and exits with status 2.
 set -u
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ row() {
   printf '%s\t%s\t%s\t%s\n' "$name" "$st" "$((SECONDS - t0))" "$detail" >>"$ROWS"
 }
 
-row "device" 60 "$PY" -c "
+row "device" 30 "$PY" -c "
 import torch
 p = torch.cuda.get_device_properties(0)
 print(f'CHECK {torch.cuda.device_count()} x {p.name}, {p.total_memory / 2**30:.0f} GiB, torch {torch.__version__}, '
@@ -67,17 +67,17 @@ s = sum(m["time_step_s"] for m in g) / len(g)
 ev = f"eval pass@1 {e[-1]['eval_pass@1']:.3f}" if e else "no eval"
 print(f"CHECK {len(g)} steps, {s:.1f} s/step, reward {g[-1]['reward']:.3f}, {ev}")
 EOF
-row "embedded bf16 load" 180 "$PY" "$OUT/load.py" none
-row "embedded NF4 load" 180 "$PY" "$OUT/load.py" 4bit
+row "embedded bf16 load" 60 "$PY" "$OUT/load.py" none
+row "embedded NF4 load" 60 "$PY" "$OUT/load.py" 4bit
 
 TRAIN="--problems-per-step 2 --num-plans 4 --codes-per-plan 2 --device cuda --quant 4bit --workers 4"
-row "train 2 steps, 4bit" 240 bash -c "$PY train.py --steps 2 --sft-steps 1 --sft-batch 2 $TRAIN --eval-data val \
+row "train 2 steps, 4bit" 120 bash -c "$PY train.py --steps 2 --sft-steps 1 --sft-batch 2 $TRAIN --eval-data val \
   --eval-limit 4 --out $OUT/run && $PY train.py --resume $OUT/run | tail -1 | grep -q 'already finished' \
   && $PY $OUT/summary.py $OUT/run"
-row "gpu_memory.py 1.5B shape" 240 bash -c "$PY bench/gpu_memory.py | tee /dev/stderr | tail -1 | sed 's/^/CHECK /'"
+row "gpu_memory.py 1.5B shape" 120 bash -c "$PY bench/gpu_memory.py | tee /dev/stderr | tail -1 | sed 's/^/CHECK /'"
 NGPU=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 if [ "$NGPU" -ge 2 ]; then
-  row "torchrun 2 GPUs, 1 step" 240 bash -c "$PY -m torch.distributed.run --standalone --nproc_per_node 2 train.py \
+  row "torchrun 2 GPUs, 1 step" 90 bash -c "$PY -m torch.distributed.run --standalone --nproc_per_node 2 train.py \
     --steps 1 --sft-steps 0 $TRAIN --out $OUT/ddp && $PY $OUT/summary.py $OUT/ddp"
 else
   printf '%s\t%s\t%s\t%s\n' "torchrun 2 GPUs, 1 step" "skipped" 0 "one GPU only" >>"$ROWS"
