@@ -76,7 +76,8 @@ def finished(args, run_dir: Path, ckpt: Path, main_rank: bool = True) -> bool:
         return False
     if main_rank and not (Path(run_dir) / "adapters").exists():  # killed after its last checkpoint
         shutil.copytree(ckpt / "adapters", Path(run_dir) / "adapters")
-    print(f"{run_dir} is already finished: step {state['step']} of {args.steps} (raise --steps to go on)")
+    if main_rank:
+        print(f"{run_dir} is already finished: step {state['step']} of {args.steps} (raise --steps to go on)")
     return True
 
 

@@ -18,6 +18,7 @@ requires_grad between the two adapters. One collective per step, and a flag per 
 Every rank reaches every collective: the normaliser reduce of each role runs before any row is
 skipped, and the gradient reduce runs even when a rank had no signal or a non-finite loss.
 """
+import datetime
 import os
 
 import torch
@@ -32,7 +33,9 @@ def setup(device: str) -> tuple[int, int, str]:
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device == "cuda":
         torch.cuda.set_device(local)  # "cuda" below means this rank's GPU
-    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    # 1 h, not the 10-30 min default: the other ranks wait at the next collective while rank 0
+    # alone runs the held-out evaluation or writes a checkpoint
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", timeout=datetime.timedelta(hours=1))
     return rank, world, device
 
 

@@ -4,6 +4,8 @@
     python train.py --model Qwen2.5-Coder-1.5B        # one consumer GPU, 4-bit NF4 base
     python train.py --roles coder                     # single-agent GRPO baseline (no Planner)
     python train.py --grpo-steps 0                    # cold-start SFT only
+    python train.py --resume runs/<time>              # go on after a crash, nothing lost
+    torchrun --nproc_per_node 2 train.py ...          # data parallel over 2 GPUs
 
 0. optional cold-start SFT (--sft-steps) of each role on our reference plans / solutions.
 One GRPO step, for P problems (--problems-per-step):
@@ -13,8 +15,10 @@ One GRPO step, for P problems (--problems-per-step):
   4. advantages: Coder against the codes of its plan, Planner against the other plans (grpo.py)
   5. loss per role (clipped surrogate, + beta * k3 KL to the base model = adapters off when
      beta > 0), summed; one AdamW step on both adapters' LoRA weights.
-Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step), samples.jsonl,
-adapters/<role>/ (peft). --profile prints the seconds of each phase of a step.
+Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step / evaluation),
+samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), adapters/<role>/
+(peft), curves.png. --eval-data: greedy held-out pass@1 while training (progress.py); torchrun:
+data parallel (distributed.py); --profile prints the seconds of each phase of a step.
 """
 import argparse
 import json
@@ -303,6 +307,7 @@ def main(argv=None):
     run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
     ckpt, state = (checkpoint.latest(run_dir) if args.resume else None), checkpoint.fresh_state()
     if ckpt and checkpoint.finished(args, run_dir, ckpt, main_rank):
+        distributed.cleanup()
         return run_dir
     random.seed(args.seed)
     torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
@@ -349,7 +354,7 @@ def main(argv=None):
                 checkpoint.save(run_dir, name, policy, optimizer, s, rngs, args.keep_checkpoints)
 
         def maybe_eval(step: int):
-            if eval_problems and main_rank and (step == 0 or step == args.steps or step % args.eval_every == 0):
+            if eval_problems and main_rank and (step in (0, args.steps) or args.eval_every > 0 and step % args.eval_every == 0):
                 log({"phase": "eval", "step": step, **progress.evaluate(policy, tok, eval_problems, args)})
 
         for role in args.roles if args.sft_steps > 0 else []:

@@ -58,7 +58,8 @@ def test_killed_twice_and_resumed_equals_the_uninterrupted_run(tmp_path, capsys)
     adapters and AdamW moments equal the uninterrupted run's (atol 1e-6), the same problems in the same
     order, one metrics line per step. Catches: RNG states not restored (sampled completions differ),
     problems drawn again from the start (replayed), optimizer state not restored (moments differ),
-    a half-written checkpoint picked, metrics lines of lost steps left in the log (twice)."""
+    a half-written checkpoint picked, metrics lines of lost steps left in the log (twice). Then a run
+    killed after the planner's SFT: its resume must not redo the planner's SFT nor skip the coder's."""
     ref, run = tmp_path / "ref", tmp_path / "run"
     p = tiny(*FLAGS, "--keep-checkpoints", "0", "--out", str(ref))
     assert p.returncode == 0, p.stderr[-3000:]
@@ -83,6 +84,14 @@ def test_killed_twice_and_resumed_equals_the_uninterrupted_run(tmp_path, capsys)
     assert [untimed(m) for m in got] == [untimed(m) for m in want]  # sft lines, rewards, losses too
     assert [s["task_id"] for s in lines(run, "samples.jsonl")] == [s["task_id"] for s in lines(ref, "samples.jsonl")]
     assert len(lines(ref, "samples.jsonl")) == 12  # 6 steps x 2 problems, none twice
+
+    sft = tmp_path / "sft"  # killed during SFT, after the planner's: only the coder's SFT runs again
+    p = tiny(*FLAGS, "--out", str(sft), kill=("CORE_CODE_KILL_AFTER_CHECKPOINT", "sft-1"))
+    assert p.returncode == -9 and [m["role"] for m in lines(sft)] == ["planner", "planner"]
+    p = tiny("--resume", str(sft))
+    assert p.returncode == 0 and f"resumed from {sft / 'checkpoints' / 'sft-1'} (step 0)" in p.stdout, p.stderr[-3000:]
+    assert max(max_diffs(ref / "checkpoints" / "step-000006", sft / "checkpoints" / "step-000006").values()) <= 1e-6
+    assert [untimed(m) for m in lines(sft)] == [untimed(m) for m in want]
 
     capsys.readouterr()
     assert train.main(["--resume", str(run)]) == run  # finished: one line, no model loaded
