@@ -29,7 +29,9 @@ def print_profile(rows: list):
 def evaluate(policy, tok, problems, args) -> dict:
     """Greedy pass@1 of the policy on held-out problems (eval.py's generate_programs and score):
     plan mode for a two-role run, direct for --roles coder. Its own randomness: the RNG states
-    are put back afterwards, so a run with evaluation trains exactly as one without."""
+    are put back afterwards, so a run with evaluation trains exactly as one without.
+    Returns {eval_pass@1, eval_problems, eval_plan_tokens (None for direct), eval_code_tokens
+    (means over rows), eval_verdicts {verdict: count}, eval_s (seconds)}."""
     ns = SimpleNamespace(n=1, temperature=0.0, batch_size=16, max_plan_tokens=args.max_plan_tokens,
                          max_code_tokens=args.max_code_tokens, sandbox_timeout=args.sandbox_timeout,
                          workers=args.workers)
@@ -40,9 +42,10 @@ def evaluate(policy, tok, problems, args) -> dict:
         res = evaluation.score(problems, programs, [1], ns)
     finally:
         checkpoint.set_rng_state(saved)
-    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), "eval_plan_tokens": stats["plan_tokens"],
-            "eval_code_tokens": stats["code_tokens"], "eval_verdicts": res["verdicts"],
-            "eval_s": time.perf_counter() - t}
+    # every stat generate_programs reports (mean plan / code tokens today; a truncation rate when
+    # eval.py reports one) goes into the line as eval_<name>
+    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), **{f"eval_{k}": v for k, v in stats.items()},
+            "eval_verdicts": res["verdicts"], "eval_s": time.perf_counter() - t}
 
 
 def summary(run_dir: Path, wall_s: float) -> str:
