@@ -362,6 +362,7 @@ def main(argv=None):
                 sft.train(policy, tok, problems, role, args, optimizer, metrics_file if main_rank else None)
                 metrics_file.flush()
                 state["sft_done"].append(role)
+                distributed.broadcast_params(lora)  # torchrun: SFT ran on every rank (the same batches)
                 save(f"sft-{len(state['sft_done'])}")
         if state["step"] == 0:
             maybe_eval(0)
