@@ -218,7 +218,7 @@ def load(ckpt: Path, policy, optimizer, rank: int = 0, world: int = 1) -> dict:
         if getattr(res, "unexpected_keys", None):
             raise CheckpointError(f"{f} does not fit this model (e.g. {res.unexpected_keys[0]})")
     optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=True))
-    rngs = torch.load(ckpt / "rng.pt", weights_only=False)  # our own file: python's state is a tuple
+    rngs = torch.load(ckpt / "rng.pt", weights_only=True)
     if len(rngs) != world:
         raise CheckpointError(f"{ckpt} was written by {len(rngs)} processes; resume it with as many")
     set_rng_state(rngs[rank])  # last: nothing after this may draw before the next step
