@@ -53,7 +53,7 @@ def resume_args(ap: argparse.ArgumentParser, argv, run_dir: str) -> argparse.Nam
         want = cfg.get(k, defaults.get(k))
         if k == "roles":
             v = [r for r in ("planner", "coder") if r in v.split(",")]
-        if k in RUNTIME_FLAGS or (k in ("device", "quant") and v == "auto"):
+        if k in RUNTIME_FLAGS or (k in ("device", "quant", "dtype") and v == "auto"):
             continue
         if v != want:
             flag = "--" + k.replace("_", "-")

@@ -15,6 +15,7 @@ JSON keeps one row per problem and system, so intervals and paired tests (stats.
 """
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -42,9 +43,9 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     Returns (programs: one list of n str | None per problem, stats: mean plan / code tokens).
     """
     out, plan_tokens, code_tokens = [], [], []
-    from peft import PeftModel
-
-    off = model.disable_adapter() if adapters is None and isinstance(model, PeftModel) else nullcontext()
+    peft = sys.modules.get("peft")  # a PeftModel exists only once peft is imported (its import loads bitsandbytes)
+    is_peft = peft is not None and isinstance(model, peft.PeftModel)
+    off = model.disable_adapter() if adapters is None and is_peft else nullcontext()
     with off:
         for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
             batch = problems[s:s + args.batch_size]
@@ -179,7 +180,7 @@ def get_args(argv=None):
       help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
     a("--sandbox-timeout", type=float, default=4.0)
     a("--workers", type=int, default=None)
-    a("--out", default=None, help="JSON file, or the folder with --compare (default under runs/)")
+    a("--out", default=None, help="JSON file or a folder to put it in; the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)
     args.ks = [int(k) for k in args.k.split(",")]
     args.modes = ["plan" if m == "planned" else m for m in args.modes.split(",")]
@@ -237,9 +238,13 @@ def main(argv=None):
         out.mkdir(parents=True, exist_ok=True)
         print("\n" + report.write(results, out, [p.rpartition("=")[2] for p in args.compare]))
     else:
-        out = Path(args.out or f"runs/eval-{Path(names[0]).stem.replace(':', '-')}-{stamp}.json")
+        name = f"eval-{Path(names[0]).stem.replace(':', '-')}-{stamp}.json"
+        out = Path(args.out or f"runs/{name}")
+        out = out / name if out.is_dir() else out  # --out DIR: a file named as by default, inside it
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=1))
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        os.replace(tmp, out)  # atomic: a crash never leaves half a results file
         print("\n" + report.markdown(results))
     print(f"wrote {out}")
     return results

@@ -37,6 +37,8 @@ import checkpoint
 import coder
 import data
 import distributed
+import efficiency
+import eval as evaluation
 import grpo
 import models
 import planner
@@ -59,7 +61,7 @@ def get_args(argv=None):
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
       help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
-    a("--train-data", default="train", help="train | val | <file.jsonl> | mbpp:<file>")
+    a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--problems-per-step", type=int, default=2)
     a("--num-plans", type=int, default=4, help="G: plans per problem")
@@ -135,19 +137,21 @@ class Clock:
         self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 
 
-def rewards_of(results, shape, args) -> torch.Tensor:
+def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
     """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (README, "The algorithm").
 
-    pass_rate: passed/total; all_pass: 1[verdict == passed]. Efficiency shaping (our choice):
-    among the fully-passing programs of one problem, r += lambda * (1 - t / max t), t = CPU seconds.
+    pass_rate: passed/total; all_pass: 1[verdict == passed]. --efficiency-weight lambda > 0 adds
+    grpo.efficiency_bonus: lambda * min(1, 1 / NET) for a program that passes every test, NET = its
+    tests' CPU time (ET) over the reference's (ref_times: [B] seconds, NaN where a problem has none)
+    or, without one, over the fastest fully-passing program of the same problem.
     """
     r = torch.tensor([x.pass_rate if args.reward == "pass_rate" else float(x.verdict == "passed")
                       for x in results]).view(shape)
     if args.efficiency_weight > 0:
-        t = torch.tensor([x.cpu_s if x.verdict == "passed" else 0.0 for x in results]).view(shape)
-        ok = torch.tensor([x.verdict == "passed" for x in results]).view(shape)
-        tmax = t.flatten(1).amax(1).clamp(min=1e-9)[:, None, None]  # [B, 1, 1]
-        r = r + args.efficiency_weight * torch.where(ok, 1 - t / tmax, torch.zeros_like(t))
+        costs = [efficiency.program_cost(x) for x in results]  # (ET s, MU MiB) of a passing program, else None
+        t = torch.tensor([c[0] if c else 0.0 for c in costs]).view(shape)
+        ok = torch.tensor([c is not None for c in costs]).view(shape)
+        r = r + grpo.efficiency_bonus(t, ok, ref_times, args.efficiency_weight)
     return r
 
 
@@ -228,12 +232,15 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
     jobs = []
     for i, text in enumerate(codes_r.texts):
         p = problems[i // (G * M)]
-        jobs.append(dict(program=coder.program(p, coder.extract_code(text)), tests=list(p.tests),
-                         setup=p.setup, timeout_s=args.sandbox_timeout))
+        jobs.append(p.sandbox_job(coder.program(p, coder.extract_code(text)), args.sandbox_timeout))
+    ref_times = None
     with clock("sandbox"):
         results = sandbox.run_many(jobs, workers=args.workers)
+        if args.efficiency_weight > 0:  # the reference solutions' ET (s): the efficiency reward's yardstick
+            costs = evaluation.reference_costs(problems, args)
+            ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
 
-    rewards = rewards_of(results, shape, args)  # [B, G, M] or [B, 1, G*M]
+    rewards = rewards_of(results, shape, args, ref_times)  # [B, G, M] or [B, 1, G*M]
     scale = args.scale_rewards == "group"
     code_valid = codes_r.valid.view(shape)
     adv_c, zero_c = grpo.coder_advantages(rewards, code_valid, args.coder_baseline, scale)
@@ -319,7 +326,7 @@ def main(argv=None):
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
     except RuntimeError as e:
         raise SystemExit(f"error: {e}") from None
-    base, tok = models.load_base(args.model, device, quant)
+    base, tok = models.load_base(args.model, device, quant, args.dtype)
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
     if args.init and not ckpt:
         models.init_role_adapters(policy, args.init, args.roles)
@@ -332,11 +339,12 @@ def main(argv=None):
         state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
     tracker = None
     if main_rank:
-        config = {**vars(args), "device": device, "quant": quant}
+        dtype = str(models.compute_dtype(device, args.dtype)).removeprefix("torch.")  # what auto chose here
+        config = {**vars(args), "device": device, "quant": quant, "dtype": dtype}
         checkpoint.prepare(run_dir, config, ckpt, state)  # config.json; logs cut back to the checkpoint
         tracker = trackers.make(args.report_to, run_dir, config)
-        print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  processes {world}  "
-              f"problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}"
+        print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  dtype {dtype}  "
+              f"processes {world}  problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}"
               + (f"\nresumed from {ckpt} (step {state['step']})" if ckpt else
                  f"\n{run_dir} has no checkpoint yet: starting it over" if args.resume else ""))
 
