@@ -40,9 +40,10 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     """n programs per problem for mode 'direct' or 'plan'.
 
     adapters: {role: adapter name} of a trained run, or None for the base model (adapters off).
-    Returns (programs: one list of n str | None per problem, stats: mean plan / code tokens).
+    Returns (programs: one list of n str | None per problem, stats: mean plan / code tokens, share of
+    code completions truncated at --max-code-tokens).
     """
-    out, plan_tokens, code_tokens = [], [], []
+    out, plan_tokens, code_tokens, truncated = [], [], [], []
     peft = sys.modules.get("peft")  # a PeftModel exists only once peft is imported (its import loads bitsandbytes)
     is_peft = peft is not None and isinstance(model, peft.PeftModel)
     off = model.disable_adapter() if adapters is None and is_peft else nullcontext()
@@ -64,11 +65,13 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
             r = rollout.sample(model, tok, chats, args.n // per, args.max_code_tokens, args.temperature,
                                stop=coder.STOP)
             code_tokens += r.mask.sum(1).tolist()
+            truncated += r.truncated.float().tolist()  # 1.0: the completion hit --max-code-tokens (no EOS)
             for i, p in enumerate(batch):  # rows are problem-major either way: n per problem
                 texts = r.texts[i * args.n:(i + 1) * args.n]
                 out.append([coder.program(p, coder.extract_code(t)) for t in texts])
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return out, {"plan_tokens": mean(plan_tokens), "code_tokens": mean(code_tokens)}
+    return out, {"plan_tokens": mean(plan_tokens), "code_tokens": mean(code_tokens),
+                 "truncated_codes": mean(truncated)}
 
 
 def reference_costs(problems, args) -> list:

@@ -42,8 +42,8 @@ def evaluate(policy, tok, problems, args) -> dict:
         res = evaluation.score(problems, programs, [1], ns)
     finally:
         checkpoint.set_rng_state(saved)
-    # every stat generate_programs reports (mean plan / code tokens today; a truncation rate when
-    # eval.py reports one) goes into the line as eval_<name>
+    # every stat generate_programs reports (mean plan / code tokens, share of truncated codes) goes
+    # into the line as eval_<name>
     return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), **{f"eval_{k}": v for k, v in stats.items()},
             "eval_verdicts": res["verdicts"], "eval_s": time.perf_counter() - t}
 

@@ -52,6 +52,7 @@ def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path
     evals = [m for m in rows if m["phase"] == "eval"]
     assert [(m["step"], m["eval_pass@1"], m["eval_problems"]) for m in evals] == [(0, 0.5, 2), (2, 0.5, 2), (3, 0.5, 2)]
     assert evals[0]["eval_plan_tokens"] > 0 and evals[0]["eval_code_tokens"] > 0
+    assert 0.0 <= evals[0]["eval_truncated_codes"] <= 1.0
     untimed = lambda ms: [{k: v for k, v in m.items() if not k.startswith("time_")} for m in ms if m["phase"] == "grpo"]  # noqa: E731
     plain_rows = [json.loads(x) for x in (plain / "metrics.jsonl").read_text().splitlines()]
     assert untimed(rows) == untimed(plain_rows) and len(untimed(rows)) == 3
