@@ -225,14 +225,15 @@ def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float
     with peft_without_bnb(four_bit), warnings.catch_warnings():
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
+        # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` (peft/peft_model.py:184,
+        # and in prepare_model_for_kbit_training; transformers 5 names it `is_activation_checkpointing`):
+        # its FutureWarning is not the user's
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
         if four_bit:
             # casts norms to fp32; no gradient checkpointing: generation must keep its KV cache
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=LORA_TARGETS,
                          task_type="CAUSAL_LM")
-        # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` (peft/peft_model.py:184;
-        # transformers 5 names it `is_activation_checkpointing`): its FutureWarning is not the user's
-        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
         policy = get_peft_model(model, cfg, adapter_name=roles[0])
         for role in roles[1:]:
             policy.add_adapter(role, cfg)
