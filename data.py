@@ -79,6 +79,7 @@ def load(name: str) -> list[Problem]:
       livecodebench:<file | livecodebench/code_generation_lite>[@version_tag]
       codeforces:<file | open-r1/codeforces>[@split]
       <file.jsonl>                         our record
+    and NAME#N keeps the first N problems of NAME ('val#2', 'train#20,io_train#20').
     """
     if "," in name:
         problems, source_of = [], {}
@@ -89,6 +90,9 @@ def load(name: str) -> list[Problem]:
                 source_of[p.task_id] = part
                 problems.append(p)
         return problems
+    first = re.fullmatch(r"(.+)#(\d+)", name)  # NAME#N: the first N problems of NAME
+    if first:
+        return load(first.group(1))[:int(first.group(2))]
     base = name.partition("@")[0]  # eval.py's --split appends @split to every name: ours have none
     if base in OUR_SETS:
         return load_jsonl(DATA_DIR / f"{base}.jsonl")

@@ -156,7 +156,7 @@ def load_runs(model, runs: list) -> tuple:
 
 
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
     a("--dataset", "--datasets", dest="datasets", default="val",

@@ -53,7 +53,8 @@ def summary(run_dir: Path, wall_s: float) -> str:
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = [m for m in lines if m.get("phase") == "grpo"]
     evals = [m for m in lines if m.get("phase") == "eval"]
-    out = f"done: {len(steps)} GRPO steps in {wall_s:.0f} s"
+    grpo_s = sum(m.get("time_step_s", 0.0) for m in steps)
+    out = f"done: {len(steps)} GRPO steps ({grpo_s:.0f} s of steps, {wall_s:.0f} s in all: loading, SFT, evaluation)"
     if steps:
         out += f", reward {steps[0]['reward']:.3f} (step 1) -> {steps[-1]['reward']:.3f} (step {steps[-1]['step']})"
     if evals:

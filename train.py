@@ -53,7 +53,7 @@ from progress import print_profile  # noqa: F401 (bench/grpo_bench.py)
 
 
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
     a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")

@@ -196,3 +196,11 @@ def test_io_set_names_read_our_data_dir(tmp_path, monkeypatch):
     _write(tmp_path / "io_val.jsonl", IO_REC)
     assert [p.task_id for p in data.load("io_val")] == ["io/sum"]
     assert [p.task_id for p in data.load("io_val@test")] == ["io/sum"]  # eval's --split on a set without splits
+
+
+def test_first_n_problems_of_a_set():
+    """NAME#N keeps the first N problems, in train.py as in eval.py. Catches: '#2' read as a file name
+    (the one-line "no such file"), the last N instead of the first, N applied to a whole comma list."""
+    val, train = data.load("val"), data.load("train")
+    assert data.load("val#2") == val[:2]
+    assert data.load("train#3,val#2") == train[:3] + val[:2]

@@ -59,7 +59,7 @@ def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path
     out = capsys.readouterr().out.strip().splitlines()
     assert (evald / "curves.png").exists() or "curves skipped: matplotlib is not installed" in out[-2]
     first, last = untimed(rows)[0]["reward"], untimed(rows)[-1]["reward"]
-    assert re.fullmatch(rf"done: 3 GRPO steps in \d+ s, reward {first:.3f} \(step 1\) -> {last:.3f} \(step 3\), "
+    assert re.fullmatch(rf"done: 3 GRPO steps \(\d+ s of steps, \d+ s in all: loading, SFT, evaluation\), reward {first:.3f} \(step 1\) -> {last:.3f} \(step 3\), "
                         rf"eval pass@1 0\.500 \(step 3\); adapters, metrics and curves in {evald}", out[-1]), out[-1]
 
 
