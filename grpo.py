@@ -194,17 +194,20 @@ def sibling_advantages(credit: torch.Tensor, ok: torch.Tensor, group: torch.Tens
 
 
 def tree_advantages(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, credit: str = "mean",
-                    scale: bool = True, group: torch.Tensor | None = None):
+                    scale: bool = True, group: torch.Tensor | None = None, fixed: torch.Tensor | None = None):
     """THE credit rule, for every level of the rollout tree (module docstring, "Tree"):
     R = node_credit (leaf: its reward; inner node: mean|max of the valid leaves below it), then
     A = sibling_advantages (normalised among the nodes with the same parent, or the same `group`).
 
-    rewards, valid, parent [N] as in node_credit; group [N] long (default: parent).
-    Returns (R [N], A [N], zero_std [N]). coder_advantages and planner_advantages are its
-    two-level case (two_level_tree); the Debugger's groups (debugger_advantages) are a forest of
-    depth 1 under each failing program.
+    rewards, valid, parent [N] as in node_credit; group [N] long (default: parent); fixed [N] bool
+    (default none): inner nodes whose credit is rewards[i] whatever lies below (an unparseable
+    retrieval: 0, issue 10). Returns (R [N], A [N], zero_std [N]). coder_advantages and
+    planner_advantages are its two-level case (two_level_tree); the Debugger's groups
+    (debugger_advantages) are a forest of depth 1 under each failing program.
     """
     R, ok = node_credit(rewards, valid, parent, credit)
+    if fixed is not None:
+        R = torch.where(fixed, rewards, R)
     adv, zero = sibling_advantages(R, ok, parent if group is None else group, scale)
     return R, adv, zero
 

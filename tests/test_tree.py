@@ -1,0 +1,204 @@
+"""tree.py with a fake generate and a fake sandbox (milliseconds): the shape of each framework's tree, its
+credit through grpo.tree_advantages, the Debugger's trigger and rounds; and once with the real sandbox,
+that no hidden test ever reaches a Debugger prompt."""
+import re
+
+import pytest
+import torch
+
+import data
+import grpo
+import judge
+import roles
+import sandbox
+import tree
+
+ADD = data.Problem("t/add", "Write add(a, b) that returns a + b.", "add",
+                   ("assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 5) == 5", "assert add(-1, 1) == 0"))
+
+
+def code(r: float) -> str:
+    """A completion whose program the fake sandbox scores r (its marker comment)."""
+    return f"```python\ndef add(a, b):\n    return 0  # r={r}\n```"
+
+
+def fake_run(jobs):
+    """sandbox.run_many stand-in: pass rate = the program's `# r=` marker; a visible-only job (1 test)
+    passes iff r == 1; no program: no_code."""
+    out = []
+    for job in jobs:
+        n = len(job["tests"]) + len(job["io_tests"])
+        m = re.search(r"# r=([\d.]+)", job["program"] or "")
+        if m is None:
+            out.append(sandbox.Result("no_code", 0, n, 0.0, 0.0, 0.0, "no program", ("no_code",) * n))
+            continue
+        r = float(m.group(1)) if n > 1 else float(float(m.group(1)) == 1.0)
+        passed = round(r * n)
+        out.append(sandbox.Result("passed" if passed == n else "failed", passed, n, 0.0, 0.0, 0.0,
+                                  "" if passed == n else f"test 1 failed: {job['tests'][0]} (got 0)",
+                                  ("passed",) * passed + ("failed",) * (n - passed)))
+    return out
+
+
+class Scripted:
+    """generate(role, chats, n) that returns the next texts scripted for the role, and records the chats."""
+
+    def __init__(self, **texts):
+        self.texts, self.chats = {k: list(v) for k, v in texts.items()}, {}
+
+    def __call__(self, role, chats, n):
+        self.chats.setdefault(role, []).extend(chats)
+        want = len(chats) * n
+        got, self.texts[role] = self.texts[role][:want], self.texts[role][want:]
+        assert len(got) == want, f"script for {role} ran out"
+        return got
+
+
+RECALL = "Problem 1: Add two numbers.\nPlan 1:\n1. Return a + b."
+# the three-level worked example of grpo.py: codes r1: p11 [1, 0] p12 [0, 1] | r2: p21 [1, -] p22 [0.25, 0]
+CODES = [code(1), code(0), code(0), code(1), code(1), "", code(0.25), code(0)]
+
+
+def test_three_level_tree_has_the_shape_and_credit_of_the_worked_example():
+    """retriever,planner,coder with R = G = M = 2 on one problem: 2 + 4 + 8 nodes with the right parents and
+    rows, and the advantages of grpo.py's three-level worked example (test_grpo's hand numbers). Catches:
+    children attached to the wrong parent (rows i*n + k), the empty code scored or kept in its group,
+    the Planner's prompt without the retrieved examples, the Coder's without its plan."""
+    gen = Scripted(retriever=[RECALL] * 2, planner=[f"1. Step of plan {i}." for i in range(4)], coder=CODES)
+    t = tree.build([ADD], ["retriever", "planner", "coder"], {"retriever": 2, "planner": 2, "coder": 2}, gen, fake_run)
+    assert [t.nodes[i].parent for i in t.of("retriever")] == [0, 0]
+    assert [t.nodes[i].parent for i in t.of("planner")] == [1, 1, 2, 2]
+    assert [t.nodes[i].parent for i in t.of("coder")] == [3, 3, 4, 4, 5, 5, 6, 6]
+    assert [t.nodes[i].row for i in t.of("coder")] == list(range(8))
+    assert "Problem 1: Add two numbers." in gen.chats["planner"][0][-1]["content"]
+    assert "Plan:\n1. Step of plan 2." in gen.chats["coder"][2][-1]["content"]  # one chat per plan, M rows each
+    c = tree.advantages(t)
+    d = 1 / 24
+    assert c["retriever"].adv.tolist() == pytest.approx([d / (d + 1e-4), -d / (d + 1e-4)], rel=1e-6)
+    assert c["planner"].adv.tolist() == pytest.approx([0, 0, 0.4375 / 0.4376, -0.4375 / 0.4376], rel=1e-6)
+    e = 0.5 / 0.5001
+    assert c["coder"].adv.tolist() == pytest.approx([e, -e, -e, e, 0, 0, 0.125 / 0.1251, -0.125 / 0.1251], rel=1e-6)
+    assert c["coder"].valid.tolist() == [True] * 5 + [False] + [True] * 2
+    assert c["planner"].zero_std == 0.5 and c["retriever"].zero_std == 0.0
+
+
+def test_planner_coder_tree_is_the_two_level_case():
+    """planner,coder on two problems (G = 2, M = 2) gives exactly grpo.planner_advantages /
+    coder_advantages on r [B, G, M]; coder alone (M = 4) gives one group of 4 per problem. Catches: a
+    builder that numbers rows differently from the rollouts (prompt-major), or groups across problems."""
+    rs = [1, 0, 0.5, 0.5, 0, 0, 1, 0.25]
+    gen = Scripted(planner=["1. a.", "1. b.", "1. c.", "1. d."], coder=[code(r) for r in rs])
+    t = tree.build([ADD, ADD], ["planner", "coder"], {"planner": 2, "coder": 2}, gen, fake_run)
+    c = tree.advantages(t)
+    r = torch.tensor(rs).view(2, 2, 2)
+    ok = torch.ones(2, 2, 2, dtype=torch.bool)
+    assert torch.equal(c["coder"].adv, grpo.coder_advantages(r, ok)[0].flatten())
+    assert torch.equal(c["planner"].adv, grpo.planner_advantages(r, ok, torch.ones(2, 2, dtype=torch.bool))[0].flatten())
+    assert torch.equal(tree.advantages(t, coder_baseline="problem")["coder"].adv,
+                       grpo.coder_advantages(r, ok, "problem")[0].flatten())
+    single = tree.build([ADD, ADD], ["coder"], {"coder": 4}, Scripted(coder=[code(x) for x in rs]), fake_run)
+    assert torch.equal(tree.advantages(single)["coder"].adv, grpo.coder_advantages(r.view(2, 1, 4), ok.view(2, 1, 4))[0].flatten())
+    assert "Plan:" not in single.nodes[2].text and "coder" not in single.outputs or len(single.outputs["coder"]) == 1
+
+
+def test_debugger_repairs_only_programs_failing_a_visible_test():
+    """planner,coder,debugger, G = 1, M = 3, D = 2: codes r = [1, 0.25, 0]; only the two failing ones get
+    repairs (4 nodes under them), rewarded on all tests; the visible test only in their prompts. Repairs
+    [1, 0.5] of the 0.25 program and [0.5, 0.5] of the 0 program: A = +-0.9998 and 0, 0; gain rewards
+    0.75, 0.25 and 0.5, 0.5. The Coder keeps its pre-repair credit. Catches: a passing program repaired,
+    the repairs of two programs in one group, the Coder credited with its repairs."""
+    gen = Scripted(planner=["1. Add."], coder=[code(1), code(0.25), code(0)],
+                   debugger=["Bug: x.\n" + code(1), "Bug: y.\n" + code(0.5), "Bug: z.\n" + code(0.5), "Bug: w.\n" + code(0.5)])
+    t = tree.build([ADD], ["planner", "coder", "debugger"], {"planner": 1, "coder": 3, "debugger": 2}, gen, fake_run)
+    coders, repairs = t.of("coder"), t.of("debugger")
+    assert [t.nodes[i].parent for i in repairs] == [coders[1]] * 2 + [coders[2]] * 2
+    assert t.nodes[coders[0]].visible is None  # it passed every test: not even run on the visible one
+    prompt = gen.chats["debugger"][0][-1]["content"]
+    assert "Test: add(1, 2)\nExpected: 3\nGot: 0" in prompt and "# r=0.25" in prompt and "Plan:\n1. Add." in prompt
+    c = tree.advantages(t)
+    assert c["debugger"].adv.tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501, 0, 0], rel=1e-6)
+    assert c["debugger"].zero_std == 0.5
+    g = tree.advantages(t, debug_reward="gain")["debugger"]
+    assert g.reward.tolist() == [0.75, 0.25, 0.5, 0.5] and torch.equal(g.adv, c["debugger"].adv)
+    assert c["coder"].reward.tolist() == [1.0, 0.25, 0.0]  # pre-repair
+    bonus = tree.advantages(t, debug_gamma=0.5)["coder"].reward.tolist()
+    assert bonus == pytest.approx([1.0, 0.25 + 0.5 * 0.75, 0.0 + 0.5 * 0.5])
+
+
+def test_debug_rounds_stop_when_the_visible_test_passes():
+    """Evaluation: up to 3 rounds, D = 1. Program r = 0 -> repair 0.5 (still fails visible) -> repair 1
+    (passes): 2 rounds, not 3; the final program is the last repair. Catches: rounds that continue after
+    the visible test passed, final_programs returning the Coder's own program."""
+    gen = Scripted(coder=[code(0)], debugger=["Bug.\n" + code(0.5), "Bug.\n" + code(1), "never"])
+    t = tree.build([ADD], ["coder", "debugger"], {"coder": 1, "debugger": 1}, gen, fake_run, debug_rounds=3)
+    assert len(t.of("debugger")) == 2 and gen.texts["debugger"] == ["never"]
+    assert "# r=1" in t.final_programs()[0][0]
+
+
+def test_unparseable_retrieval_gives_no_examples_and_credit_zero():
+    """Retrieval 1 parses, retrieval 2 is prose: the second Planner prompt has no examples and retrieval 2's
+    credit is 0 although its codes pass (1, 1) while retrieval 1's get (0.5, 0.5): A = -+0.9998 (r1 0.5 >
+    r2 0). Catches: an unparseable retrieval credited with the codes below it (A would flip), or its
+    planner shown garbage."""
+    gen = Scripted(retriever=[RECALL, "I do not know."], planner=["1. a.", "1. b."],
+                   coder=[code(0.5), code(0.5), code(1), code(1)])
+    t = tree.build([ADD], ["retriever", "planner", "coder"], {"retriever": 2, "planner": 1, "coder": 2}, gen, fake_run)
+    assert "Similar problems" in gen.chats["planner"][0][-1]["content"]
+    assert "Similar problems" not in gen.chats["planner"][1][-1]["content"]
+    c = tree.advantages(t)
+    assert c["retriever"].reward.tolist() == [0.5, 0.0]
+    assert c["retriever"].adv.tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501], rel=1e-6)
+
+
+def test_generate_returning_the_wrong_count_is_a_clear_error():
+    """Catches: a generate that drops completions silently misaligning every row after it."""
+    with pytest.raises(ValueError, match="returned 1 completions for 1 chats x 2"):
+        tree.build([ADD], ["coder"], {"coder": 2}, lambda role, chats, n: ["x"], fake_run)
+
+
+def test_chains_parse_and_refuse_bad_ones():
+    """Catches: a chain without the coder, roles out of tree order, or an unknown role accepted."""
+    for chain in roles.CHAINS:
+        assert roles.parse_chain(chain) == chain.split(",")
+    for bad, msg in (("planner", "needs the coder"), ("coder,planner", "tree order"), ("coder,tester", "unknown role"),
+                     ("coder,coder", "each role once")):
+        with pytest.raises(ValueError, match=msg):
+            roles.parse_chain(bad)
+
+
+def test_a_hidden_test_never_reaches_a_debugger_prompt():
+    """The real sandbox on 3 training problems and 1 I/O problem, a step of planner,coder,debugger with two
+    programs per problem: one wrong everywhere, one that passes ONLY the visible test (it returns or prints
+    the visible test's expected answer). Only the first kind is repaired, and every Debugger prompt shows
+    the visible test's call and nothing of the hidden tests (no call or input of tests[1:] / io_tests[1:]
+    that the statement does not already show). Catches: a repair triggered by a failing hidden test (its
+    feedback would name it), feedback taken from the full run's detail, the whole test list in the prompt
+    (CoMLRL's leak)."""
+    problems = data.load("train")[:3] + data.load("io_train")[:1]
+    texts = []
+    for p in problems:
+        if p.is_io:
+            bodies = ["print(-12345)", f"print({p.io_tests[0][1].strip()!r})"]
+        else:
+            visible_answer = judge._plan(p.tests[0])[2]
+            bodies = [f"def {p.entry_point}(*args):\n    return {v!r}" for v in (-12345, visible_answer)]
+        texts += [f"```python\n{b}\n```" for b in bodies]
+    gen = Scripted(planner=["1. Think."] * len(problems), coder=texts,
+                   debugger=["Bug.\n" + texts[2 * b] for b in range(len(problems)) for _ in range(2)])
+    t = tree.build(problems, ["planner", "coder", "debugger"], {"planner": 1, "coder": 2, "debugger": 2}, gen,
+                   lambda jobs: sandbox.run_many(jobs, workers=2))
+    coders = t.of("coder")
+    assert all(t.nodes[i].result.verdict == "failed" for i in coders)  # every program fails a hidden test
+    assert sorted({t.nodes[i].parent for i in t.of("debugger")}) == coders[0::2]  # only the visible failures
+    assert len(gen.chats["debugger"]) == len(problems)
+    for p, chat in zip(problems, gen.chats["debugger"]):
+        prompt = chat[-1]["content"]
+        if p.is_io:
+            assert p.io_tests[0][0].strip() in prompt
+            hidden = [given.strip() for given, _ in p.io_tests[1:]]
+        else:
+            assert judge._plan(p.tests[0])[1] in prompt
+            hidden = [judge._plan(test)[1] for test in p.tests[1:]]
+        for h in hidden:
+            if h not in p.prompt:
+                assert h not in prompt, (p.task_id, h)
