@@ -202,3 +202,51 @@ def test_a_hidden_test_never_reaches_a_debugger_prompt():
         for h in hidden:
             if h not in p.prompt:
                 assert h not in prompt, (p.task_id, h)
+
+
+def test_a_step_with_all_four_roles_updates_exactly_the_adapters_with_signal(tokenizer):
+    """The tiny random Qwen2 with one LoRA adapter per role of the registry (models.add_role_adapters), the
+    tree of retriever,planner,coder,debugger (R = G = M = D = 2) on scripted completions teacher-forced
+    through the policy (rollout.from_texts), one loss step per role as train.py does it (rows with A = 0
+    skipped, beta = 0). Rewards: each retrieval has a plan whose codes pass ([1, 1]) and one whose codes
+    fail ([0, 0]); each failing program gets repairs [1, 0]. So retrievals tie (no signal), plans split
+    (signal), codes of a plan tie (no signal), repairs split (signal): exactly planner and debugger move.
+    Catches: advantages applied to another role's rows, a role without signal stepped, adapters sharing
+    weights, an adapter missing for a role."""
+    from conftest import tiny_base
+
+    import models
+    import rollout
+
+    policy = models.add_role_adapters(tiny_base(tokenizer), list(roles.ROLES), r=4, alpha=8)
+    assert set(policy.peft_config) == set(roles.ROLES)
+    script = {"retriever": [RECALL] * 2, "planner": ["1. a.", "1. b.", "1. c.", "1. d."],
+              "coder": [code(1), code(1), code(0), code(0)] * 2,
+              "debugger": ["Bug.\n" + code(1), "Bug.\n" + code(0)] * 4}
+
+    def generate(role, chats, n):
+        texts, script[role] = script[role][:len(chats) * n], script[role][len(chats) * n:]
+        return rollout.from_texts(tokenizer, [c for c in chats for _ in range(n)], texts)
+
+    chain = roles.parse_chain("retriever,planner,coder,debugger")
+    t = tree.build([ADD], chain, dict.fromkeys(chain, 2), generate, fake_run)
+    credit = tree.advantages(t)
+    assert [len(t.of(r)) for r in chain] == [2, 4, 8, 8]
+    assert {r: bool(c.adv.abs().sum() > 0) for r, c in credit.items()} == \
+        {"retriever": False, "planner": True, "coder": False, "debugger": True}
+    before = {n: p.detach().clone() for n, p in policy.named_parameters() if "lora_" in n}
+    opt = torch.optim.AdamW([p for n, p in policy.named_parameters() if "lora_" in n], lr=1e-2)
+    opt.zero_grad(set_to_none=True)
+    for role, c in credit.items():
+        r = t.outputs[role][0]
+        rows = torch.tensor([i for i in range(len(c.adv)) if c.valid[i] and c.adv[i] != 0], dtype=torch.long)
+        if len(rows) == 0:
+            continue
+        policy.set_adapter(role)
+        w = grpo.loss_weights(r.mask * c.valid[:, None].float())
+        logp = rollout.logprobs(policy, r, rows)
+        loss, _ = grpo.grpo_loss(logp, logp.detach(), logp.detach(), c.adv[rows], w[rows])
+        loss.backward()
+    opt.step()
+    changed = {n.split(".")[-2] for n, p in policy.named_parameters() if "lora_" in n and not torch.equal(p, before[n])}
+    assert changed == {"planner", "debugger"}
