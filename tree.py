@@ -117,12 +117,14 @@ def _expand(tree, role, parents, chats, n, generate):
     return made
 
 
-def _score(tree, ids, run, timeout_s, reward):
-    """Programs of nodes `ids` -> sandbox on all tests -> result, reward."""
+def _score(tree, ids, run, timeout_s, reward, judge=True):
+    """Programs of nodes `ids` -> sandbox on all tests -> result, reward (judge=False: programs only)."""
     for i in ids:
         n = tree.nodes[i]
         code = coder.extract_code(n.text)
         n.program = coder.program(tree.problems[n.problem], code)
+    if not judge:
+        return
     results = run([tree.problems[tree.nodes[i].problem].sandbox_job(tree.nodes[i].program, timeout_s) for i in ids])
     for i, res in zip(ids, results):
         tree.nodes[i].result, tree.nodes[i].reward = res, reward(res)
@@ -131,7 +133,7 @@ def _score(tree, ids, run, timeout_s, reward):
 def _failing_visible(tree, ids, run, timeout_s) -> list[int]:
     """Of the program nodes `ids`, those that fail a visible test (run on the visible tests alone; a
     program that passed every test passes the visible one and is not run again)."""
-    todo = [i for i in ids if tree.nodes[i].result.verdict != "passed"]
+    todo = [i for i in ids if tree.nodes[i].result is None or tree.nodes[i].result.verdict != "passed"]
     jobs = [debugger.visible_job(tree.problems[tree.nodes[i].problem], tree.nodes[i].program, timeout_s) for i in todo]
     todo = [i for i, job in zip(todo, jobs) if job is not None]  # no visible test: never repaired
     for i, res in zip(todo, run([job for job in jobs if job is not None]) if todo else []):
@@ -140,13 +142,15 @@ def _failing_visible(tree, ids, run, timeout_s) -> list[int]:
 
 
 def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4.0, reward=None,
-          debug_rounds: int = 1, corpus=None, k: int | None = None) -> Tree:
+          debug_rounds: int = 1, corpus=None, k: int | None = None, judge: bool = True) -> Tree:
     """The forest of rollouts for `problems` (one tree each) under the roles `chain` (roles.parse_chain).
 
     sizes: {role: children per node} (R, G, M, D); generate(role, chats, n): module docstring;
     run(jobs) -> [sandbox.Result] (default sandbox.run_many); reward(result) -> float (default: pass rate);
     debug_rounds: rounds of repair for a 'repair' role; corpus: a retriever.Corpus for `--retrieval
-    corpus` (the roots carry its k examples; no Retriever node is made even if the chain names it).
+    corpus` (the roots carry its k examples; no Retriever node is made even if the chain names it);
+    judge=False (evaluation, which scores the final programs itself): programs are not run on all tests,
+    only on the visible one where a repair role needs it, and rewards stay 0.
     """
     run = run or sandbox.run_many
     reward = reward or (lambda res: res.pass_rate)
@@ -163,7 +167,7 @@ def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4
             chats = [role.messages(problems[tree.nodes[i].problem], tree.upstream(i)) for i in level]
             level = _expand(tree, role, level, chats, sizes[name], generate)
             if role.program:
-                _score(tree, level, run, timeout_s, reward)
+                _score(tree, level, run, timeout_s, reward, judge)
         else:  # repair: the programs of the level above that fail a visible test, round after round
             for _ in range(debug_rounds):
                 failing = _failing_visible(tree, level, run, timeout_s)
@@ -175,7 +179,7 @@ def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4
                     up["feedback"] = debugger.feedback(problems[tree.nodes[i].problem], tree.nodes[i].visible)
                     chats.append(role.messages(problems[tree.nodes[i].problem], up))
                 level = _expand(tree, role, failing, chats, sizes[name], generate)
-                _score(tree, level, run, timeout_s, reward)
+                _score(tree, level, run, timeout_s, reward, judge)
     return tree
 
 

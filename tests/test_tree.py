@@ -250,3 +250,20 @@ def test_a_step_with_all_four_roles_updates_exactly_the_adapters_with_signal(tok
     opt.step()
     changed = {n.split(".")[-2] for n, p in policy.named_parameters() if "lora_" in n and not torch.equal(p, before[n])}
     assert changed == {"planner", "debugger"}
+
+
+def test_evaluation_tree_runs_only_the_visible_tests():
+    """judge=False (eval.py scores the final programs itself): no program is run on all its tests, the
+    repair rounds still run on the visible test alone. Catches: every program run twice in evaluation
+    (once here, once by eval.score), repairs skipped because no full result exists."""
+    seen = []
+
+    def counting_run(jobs):
+        seen.extend(len(j["tests"]) for j in jobs)
+        return fake_run(jobs)
+    gen = Scripted(coder=[code(0), code(1)], debugger=["Bug.\n" + code(1)])
+    t = tree.build([ADD], ["coder", "debugger"], {"coder": 2, "debugger": 1}, gen, counting_run, debug_rounds=3, judge=False)
+    assert seen == [1, 1, 1]  # round 1: both programs' visible test; round 2: the repair's
+    assert ["# r=1" in p for p in t.final_programs()[0]] == [True, True]
+    direct = tree.build([ADD], ["coder"], {"coder": 2}, Scripted(coder=[code(0), code(1)]), counting_run, judge=False)
+    assert seen == [1, 1, 1] and direct.final_programs()[0][0].endswith("# r=0\n")
