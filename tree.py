@@ -100,6 +100,7 @@ def _texts(out) -> list:
 
 
 def _expand(tree, role, parents, chats, n, generate):
+    """n children of role under each node of `parents` (chats: one per parent): generate, parse, add."""
     out = generate(role.name, chats, n)
     texts = _texts(out)
     if len(texts) != len(chats) * n:
@@ -109,10 +110,10 @@ def _expand(tree, role, parents, chats, n, generate):
     made = []
     for row, text in enumerate(texts):
         parsed = role.parse(text)
-        empty = not (parsed[1] if role.place == "repair" else parsed)
+        empty = not role.program and not parsed  # a program role's empty parse (no code) scores 0 in the sandbox
         tree.nodes.append(Node(role.name, parents[row // n], tree.nodes[parents[row // n]].problem, text, parsed,
                                call, row, valid=bool(text.strip()) and not (empty and role.empty == "drop"),
-                               fixed=empty and role.empty == "zero" and not role.program))
+                               fixed=empty and role.empty == "zero"))
         made.append(len(tree.nodes) - 1)
     return made
 
