@@ -51,7 +51,7 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from data import DataError, Problem, records
+from problem import DataError, Problem, records
 
 PYTHON3 = 3  # contest_problem.proto, Solution.Language
 MAX_UNPACKED = 1 << 30  # bytes a LiveCodeBench private_test_cases may inflate to (a zlib bomb stops here)

@@ -7,7 +7,7 @@ calculate_memory_usage.py): ratios are taken PER PROBLEM against the canonical s
 tests and then averaged over problems, only programs that pass every test count.
 
 Per program p that passes every test of problem i, from the sandbox's per-test figures
-(sandbox.Result.test_cpu_s / test_mem_mb, ../CONTRACT.md):
+(sandbox.Result.test_cpu_s / test_mem_mb):
     ET_p  = sum_t cpu_s[t]       seconds: CPU time of the tests' own execution (start-up, imports and
                                  the program's top level excluded)
     MU_p  = max_t mem_mb[t]      MiB: peak memory of a test above what the process held before it
@@ -36,7 +36,7 @@ SLOW_NET = 2.0  # "slow" program: NET > SLOW_NET
 def program_cost(result) -> tuple[float, float] | None:
     """(ET seconds, MU MiB) of a sandbox Result that passed every test, else None.
 
-    result: anything with .verdict, .test_cpu_s, .test_mem_mb (per-test tuples, CONTRACT.md). None also
+    result: anything with .verdict, .test_cpu_s, .test_mem_mb (per-test tuples, as sandbox.Result). None also
     when the timing is missing (a sandbox without per-test timing, or a test that never ran).
     >>> from types import SimpleNamespace as R
     >>> program_cost(R(verdict="passed", test_cpu_s=(0.002, 0.003), test_mem_mb=(0.5, 2.0)))

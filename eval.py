@@ -15,6 +15,7 @@ JSON keeps one row per problem and system, so intervals and paired tests (stats.
 """
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -39,12 +40,13 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     """n programs per problem for mode 'direct' or 'plan'.
 
     adapters: {role: adapter name} of a trained run, or None for the base model (adapters off).
-    Returns (programs: one list of n str | None per problem, stats: mean plan / code tokens).
+    Returns (programs: one list of n str | None per problem, stats: mean plan / code tokens, share of
+    code completions truncated at --max-code-tokens).
     """
-    out, plan_tokens, code_tokens = [], [], []
-    from peft import PeftModel
-
-    off = model.disable_adapter() if adapters is None and isinstance(model, PeftModel) else nullcontext()
+    out, plan_tokens, code_tokens, truncated = [], [], [], []
+    peft = sys.modules.get("peft")  # a PeftModel exists only once peft is imported (its import loads bitsandbytes)
+    is_peft = peft is not None and isinstance(model, peft.PeftModel)
+    off = model.disable_adapter() if adapters is None and is_peft else nullcontext()
     with off:
         for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
             batch = problems[s:s + args.batch_size]
@@ -63,11 +65,13 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
             r = rollout.sample(model, tok, chats, args.n // per, args.max_code_tokens, args.temperature,
                                stop=coder.STOP)
             code_tokens += r.mask.sum(1).tolist()
+            truncated += r.truncated.float().tolist()  # 1.0: the completion hit --max-code-tokens (no EOS)
             for i, p in enumerate(batch):  # rows are problem-major either way: n per problem
                 texts = r.texts[i * args.n:(i + 1) * args.n]
                 out.append([coder.program(p, coder.extract_code(t)) for t in texts])
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return out, {"plan_tokens": mean(plan_tokens), "code_tokens": mean(code_tokens)}
+    return out, {"plan_tokens": mean(plan_tokens), "code_tokens": mean(code_tokens),
+                 "truncated_codes": mean(truncated)}
 
 
 def reference_costs(problems, args) -> list:
@@ -156,7 +160,8 @@ def get_args(argv=None):
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
     a("--dataset", "--datasets", dest="datasets", default="val",
-      help="comma list of: train | val | humaneval | mbpp:<file or hub id>[@split] | <file.jsonl>; "
+      help="comma list of data.load names: train | val | io_train | io_val | humaneval | <file.jsonl> | "
+           "mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces:<file or hub id>[@split]; "
            "NAME#N keeps the first N problems of that one")
     a("--split", default=None, help="split of a hub dataset (same as mbpp:<id>@<split>)")
     a("--model", default=models.EMBEDDED)
@@ -178,7 +183,7 @@ def get_args(argv=None):
       help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
     a("--sandbox-timeout", type=float, default=4.0)
     a("--workers", type=int, default=None)
-    a("--out", default=None, help="JSON file, or the folder with --compare (default under runs/)")
+    a("--out", default=None, help="JSON file or a folder to put it in; the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)
     args.ks = [int(k) for k in args.k.split(",")]
     args.modes = ["plan" if m == "planned" else m for m in args.modes.split(",")]
@@ -236,9 +241,13 @@ def main(argv=None):
         out.mkdir(parents=True, exist_ok=True)
         print("\n" + report.write(results, out, [p.rpartition("=")[2] for p in args.compare]))
     else:
-        out = Path(args.out or f"runs/eval-{Path(names[0]).stem.replace(':', '-')}-{stamp}.json")
+        name = f"eval-{Path(names[0]).stem.replace(':', '-')}-{stamp}.json"
+        out = Path(args.out or f"runs/{name}")
+        out = out / name if out.is_dir() else out  # --out DIR: a file named as by default, inside it
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=1))
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        os.replace(tmp, out)  # atomic: a crash never leaves half a results file
         print("\n" + report.markdown(results))
     print(f"wrote {out}")
     return results

@@ -16,7 +16,10 @@ import importlib.util
 import os
 import re
 import shutil
+import sys
 import tempfile
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -173,7 +176,7 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
             bnb_4bit_use_double_quant=True)
-        kwargs["device_map"] = {"": 0 if device == "cuda" else "cpu"}
+        kwargs["device_map"] = {"": torch.cuda.current_device() if device == "cuda" else "cpu"}  # torchrun: this rank's GPU
     elif quant != "none":
         raise ModelError(f"unknown --quant '{quant}': use 4bit or none")
     try:
@@ -188,22 +191,52 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
     return model, tok
 
 
+@contextmanager
+def peft_without_bnb(four_bit: bool = False):
+    """Inside: peft sees no bitsandbytes, unless the base has 4-bit layers.
+
+    peft 0.21 imports bitsandbytes at its own import (peft/helpers.py) and again whenever it wraps
+    a layer (peft/tuners/lora/model.py, the 4-bit dispatchers), and bitsandbytes on a CPU logs
+    "Failed to load CPU gemm_4bit_forward from kernels-community", which does not concern a run
+    without 4-bit layers. Our choice: hide it (`import bitsandbytes` raises ImportError) and clear
+    peft's cached availability checks on the way out, so a 4-bit model later in the same process
+    still gets peft's 4-bit LoRA layers.
+    """
+    if four_bit or "bitsandbytes" in sys.modules:
+        yield
+        return
+    sys.modules["bitsandbytes"] = None
+    try:
+        yield
+    finally:
+        del sys.modules["bitsandbytes"]
+        from peft import import_utils
+        import_utils.is_bnb_available.cache_clear()
+        import_utils.is_bnb_4bit_available.cache_clear()
+
+
 def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float = 0.0):
     """Wrap the base in peft with one LoRA adapter per role (names = roles); returns the PeftModel.
 
     LoRA (Hu et al. 2021): W x + (alpha/r) B A x, A: [r, d_in], B: [d_out, r] with B = 0 at
     start, so every adapter starts as the base model exactly.
     """
-    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    four_bit = getattr(model, "is_loaded_in_4bit", False)
+    with peft_without_bnb(four_bit), warnings.catch_warnings():
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
-    if getattr(model, "is_loaded_in_4bit", False):
-        # casts norms to fp32; no gradient checkpointing: generation must keep its KV cache
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=LORA_TARGETS,
-                     task_type="CAUSAL_LM")
-    policy = get_peft_model(model, cfg, adapter_name=roles[0])
-    for role in roles[1:]:
-        policy.add_adapter(role, cfg)
+        # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` (peft/peft_model.py:184,
+        # and in prepare_model_for_kbit_training; transformers 5 names it `is_activation_checkpointing`):
+        # its FutureWarning is not the user's
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        if four_bit:
+            # casts norms to fp32; no gradient checkpointing: generation must keep its KV cache
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=LORA_TARGETS,
+                         task_type="CAUSAL_LM")
+        policy = get_peft_model(model, cfg, adapter_name=roles[0])
+        for role in roles[1:]:
+            policy.add_adapter(role, cfg)
     return policy
 
 
@@ -211,17 +244,18 @@ def load_role_adapters(model, run_dir, roles, prefix: str = ""):
     """Attach trained adapters saved by train.py (run_dir/adapters/<role>) to a base model, named
     prefix + role (a prefix per run lets several runs share one base). Raises ModelError if one
     is missing. Returns the PeftModel."""
-    from peft import PeftModel
-
     base = Path(run_dir) / "adapters"
     for role in roles:
         if not (base / role / "adapter_config.json").exists():
             raise ModelError(f"no trained '{role}' adapter in {base}")
-    for role in roles:
-        if isinstance(model, PeftModel):
-            model.load_adapter(base / role, adapter_name=prefix + role)
-        else:
-            model = PeftModel.from_pretrained(model, base / role, adapter_name=prefix + role)
+    with peft_without_bnb(getattr(model, "is_loaded_in_4bit", False)):
+        from peft import PeftModel
+
+        for role in roles:
+            if isinstance(model, PeftModel):
+                model.load_adapter(base / role, adapter_name=prefix + role)
+            else:
+                model = PeftModel.from_pretrained(model, base / role, adapter_name=prefix + role)
     return model
 
 

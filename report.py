@@ -101,32 +101,43 @@ def markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+EVAL_CURVE = ("eval_pass@1", "held-out pass@1 (greedy)")  # from the eval lines (train.py --eval-data)
+
+
 def plot_curves(run_dirs: list, out_png: Path) -> str:
-    """One panel per CURVES metric over GRPO steps, a line per run. Needs matplotlib (optional)."""
+    """One panel per CURVES metric (+ EVAL_CURVE third) over GRPO steps, a line per run; written
+    atomically. Needs matplotlib (optional)."""
+    import os
+
+    curves = CURVES[:2] + [EVAL_CURVE] + CURVES[2:]
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return "curves skipped: matplotlib is not installed (pip install matplotlib)"
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(4 * len(CURVES), 3.2))
+    fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3.2))
     drawn = set()
     for i, run in enumerate(map(Path, run_dirs)):
         lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
-        steps = [m for m in lines if m.get("phase", "grpo") == "grpo"]
-        for ax, (key, title) in zip(axes, CURVES):
-            pts = [(m["step"], m[key]) for m in steps if m.get(key) is not None]
+        for ax, (key, title) in zip(axes, curves):
+            phase = "eval" if key.startswith("eval_") else "grpo"  # eval lines: step 0, every K, the end
+            pts = [(m["step"], m[key]) for m in lines if m.get("phase", "grpo") == phase and m.get(key) is not None]
             if pts:
                 ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=run.name)  # one colour per run
                 drawn.add(key)
             ax.set_title(title)
             ax.set_xlabel("GRPO step")
-    for ax, (key, _) in zip(axes, CURVES):
+    for ax, (key, _) in zip(axes, curves):
         if key not in drawn:  # e.g. KL with beta = 0: not computed
             ax.text(0.5, 0.5, "not logged", ha="center", transform=ax.transAxes)
     axes[0].legend()
     fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
+    out_png = Path(out_png)
+    tmp = out_png.with_name(f".{out_png.name}.tmp")
+    fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    os.replace(tmp, out_png)  # atomic: a reader never sees half a picture
     return f"wrote {out_png}"
 
 

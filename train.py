@@ -4,6 +4,8 @@
     python train.py --model Qwen2.5-Coder-1.5B        # one consumer GPU, 4-bit NF4 base
     python train.py --roles coder                     # single-agent GRPO baseline (no Planner)
     python train.py --grpo-steps 0                    # cold-start SFT only
+    python train.py --resume runs/<time>              # go on after a crash, nothing lost
+    torchrun --nproc_per_node 2 train.py ...          # data parallel over 2 GPUs
 
 0. optional cold-start SFT (--sft-steps) of each role on our reference plans / solutions.
 One GRPO step, for P problems (--problems-per-step):
@@ -13,15 +15,16 @@ One GRPO step, for P problems (--problems-per-step):
   4. advantages: Coder against the codes of its plan, Planner against the other plans (grpo.py)
   5. loss per role (clipped surrogate, + beta * k3 KL to the base model = adapters off when
      beta > 0), summed; one AdamW step on both adapters' LoRA weights.
-Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step), samples.jsonl,
-adapters/<role>/ (peft). --profile prints the seconds of each phase of a step.
+Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step / evaluation),
+samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), adapters/<role>/
+(peft), curves.png. --eval-data: greedy held-out pass@1 while training (progress.py); torchrun:
+data parallel (distributed.py); --profile prints the seconds of each phase of a step.
 """
 import argparse
 import json
 import math
 import os
 import random
-import shutil
 import sys
 import time
 from contextlib import contextmanager
@@ -30,14 +33,23 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import checkpoint
 import coder
 import data
+import distributed
+import efficiency
+import eval as evaluation
 import grpo
 import models
 import planner
+import progress
 import rollout
 import sandbox
+import report
 import sft
+import trackers
+from checkpoint import save_adapters  # noqa: F401 (train.save_adapters)
+from progress import print_profile  # noqa: F401 (bench/grpo_bench.py)
 
 
 def get_args(argv=None):
@@ -49,7 +61,7 @@ def get_args(argv=None):
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
       help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
-    a("--train-data", default="train", help="train | val | <file.jsonl> | mbpp:<file>")
+    a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--problems-per-step", type=int, default=2)
     a("--num-plans", type=int, default=4, help="G: plans per problem")
@@ -84,17 +96,21 @@ def get_args(argv=None):
     a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
     a("--seed", type=int, default=0)
     a("--out", default=None, help="run folder (default runs/<date-time>)")
-    a("--save-every", type=int, default=10)
+    a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")
+    a("--keep-checkpoints", type=int, default=2, help="newest checkpoints kept (0: all)")
+    a("--resume", default=None, metavar="RUN_DIR", help="go on from the run's latest checkpoint")
+    a("--eval-data", default=None, help="held-out set for greedy pass@1 during training (e.g. val)")
+    a("--eval-every", type=int, default=10, help="evaluate at step 0, every N steps and at the end")
+    a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
+    a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
     a("--profile", action="store_true", help="print seconds per phase of a step at the end")
     args = ap.parse_args(argv)
+    if args.resume:  # the run's own config.json; flags given again must agree
+        return checkpoint.resume_args(ap, argv, args.resume)
     args.roles = [r for r in models.ROLES if r in args.roles.split(",")]
     if args.roles not in (["planner", "coder"], ["coder"]):
         ap.error("--roles takes planner,coder or coder")
     return args
-
-
-PHASES = ["plan_generation", "code_generation", "sandbox", "old_logprobs", "reference_logprobs",
-          "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
 
 
 class TrainingError(RuntimeError):
@@ -121,19 +137,21 @@ class Clock:
         self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 
 
-def rewards_of(results, shape, args) -> torch.Tensor:
+def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
     """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (README, "The algorithm").
 
-    pass_rate: passed/total; all_pass: 1[verdict == passed]. Efficiency shaping (our choice):
-    among the fully-passing programs of one problem, r += lambda * (1 - t / max t), t = CPU seconds.
+    pass_rate: passed/total; all_pass: 1[verdict == passed]. --efficiency-weight lambda > 0 adds
+    grpo.efficiency_bonus: lambda * min(1, 1 / NET) for a program that passes every test, NET = its
+    tests' CPU time (ET) over the reference's (ref_times: [B] seconds, NaN where a problem has none)
+    or, without one, over the fastest fully-passing program of the same problem.
     """
     r = torch.tensor([x.pass_rate if args.reward == "pass_rate" else float(x.verdict == "passed")
                       for x in results]).view(shape)
     if args.efficiency_weight > 0:
-        t = torch.tensor([x.cpu_s if x.verdict == "passed" else 0.0 for x in results]).view(shape)
-        ok = torch.tensor([x.verdict == "passed" for x in results]).view(shape)
-        tmax = t.flatten(1).amax(1).clamp(min=1e-9)[:, None, None]  # [B, 1, 1]
-        r = r + args.efficiency_weight * torch.where(ok, 1 - t / tmax, torch.zeros_like(t))
+        costs = [efficiency.program_cost(x) for x in results]  # (ET s, MU MiB) of a passing program, else None
+        t = torch.tensor([c[0] if c else 0.0 for c in costs]).view(shape)
+        ok = torch.tensor([c is not None for c in costs]).view(shape)
+        r = r + grpo.efficiency_bonus(t, ok, ref_times, args.efficiency_weight)
     return r
 
 
@@ -153,6 +171,7 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
     if args.mask_truncated:
         mask = mask * (~r.truncated)[:, None].float()
     w = grpo.loss_weights(mask, args.loss_type, max_len)  # [N, T], sums to 1 for 'token'
+    w = w * distributed.normaliser_share(mask, args.loss_type)  # torchrun: over all ranks' rows
     rows = [i for i in range(len(adv)) if mask[i].sum() > 0 and (adv[i] != 0 or args.beta > 0)]
     total, stats = 0.0, []
     for k in range(0, len(rows), args.micro_batch):
@@ -213,12 +232,15 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
     jobs = []
     for i, text in enumerate(codes_r.texts):
         p = problems[i // (G * M)]
-        jobs.append(dict(program=coder.program(p, coder.extract_code(text)), tests=list(p.tests),
-                         setup=p.setup, timeout_s=args.sandbox_timeout))
+        jobs.append(p.sandbox_job(coder.program(p, coder.extract_code(text)), args.sandbox_timeout))
+    ref_times = None
     with clock("sandbox"):
         results = sandbox.run_many(jobs, workers=args.workers)
+        if args.efficiency_weight > 0:  # the reference solutions' ET (s): the efficiency reward's yardstick
+            costs = evaluation.reference_costs(problems, args)
+            ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
 
-    rewards = rewards_of(results, shape, args)  # [B, G, M] or [B, 1, G*M]
+    rewards = rewards_of(results, shape, args, ref_times)  # [B, G, M] or [B, 1, G*M]
     scale = args.scale_rewards == "group"
     code_valid = codes_r.valid.view(shape)
     adv_c, zero_c = grpo.coder_advantages(rewards, code_valid, args.coder_baseline, scale)
@@ -239,14 +261,20 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
     grad_norm, skipped, loss = 0.0, 0, 0.0
     for it in range(args.num_iterations):
         optimizer.zero_grad(set_to_none=True)
-        loss = 0.0
+        loss, bad = 0.0, False
         try:
             for role in args.roles:
                 r, adv, valid, max_len = work[role]
-                l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
+                try:
+                    l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
+                except FloatingPointError:
+                    bad = True  # the other role still runs: every rank must reach the same collectives
+                    continue
                 loss += l
                 metrics.update({f"{role}_{k}": v for k, v in m.items()})
             with clock("optimizer"):
+                if distributed.reduce_grads(optimizer.param_groups[0]["params"], bad):  # torchrun: sum
+                    raise FloatingPointError("non-finite loss")
                 params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
                 if params:
                     grad_norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
@@ -277,89 +305,117 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
     }, samples
 
 
-def print_profile(rows: list):
-    """The --profile table: mean seconds per GRPO step of each phase, and what they add up to."""
-    phases = [f"time_{p}_s" for p in PHASES if any(f"time_{p}_s" in m for m in rows)]
-    step = sum(m["time_step_s"] for m in rows) / len(rows)
-    print(f"\nprofile: mean over {len(rows)} GRPO steps\n{'phase':26} {'s/step':>8} {'share':>7}")
-    total = 0.0
-    for k in phases:
-        v = sum(m.get(k, 0.0) for m in rows) / len(rows)
-        total += v
-        print(f"{k[5:-2]:26} {v:8.2f} {100 * v / step:6.1f}%")
-    print(f"{'sum of phases':26} {total:8.2f} {100 * total / step:6.1f}%\n{'step wall time':26} {step:8.2f} {100.0:6.1f}%")
-
-
-def save_adapters(policy, run_dir: Path):
-    """Write run_dir/adapters/<role>/ atomically: into a temp folder, then swapped in by rename."""
-    tmp = run_dir / "adapters.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for role in models.ROLES:
-        policy.save_pretrained(tmp, selected_adapters=[role])  # -> tmp/<role>/
-    final, old = run_dir / "adapters", run_dir / "adapters.old"
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def main(argv=None):
     args = get_args(argv)
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
+    rank, world, device = distributed.setup(device)  # (0, 1, device) without torchrun
+    main_rank = rank == 0  # writes every file
+    if args.problems_per_step % world:
+        raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
+    run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
+    ckpt, state = (checkpoint.latest(run_dir) if args.resume else None), checkpoint.fresh_state()
+    if ckpt and checkpoint.finished(args, run_dir, ckpt, main_rank):
+        distributed.cleanup()
+        return run_dir
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
     problems = data.load(args.train_data)
+    eval_problems = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     try:
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
     except RuntimeError as e:
         raise SystemExit(f"error: {e}") from None
-    base, tok = models.load_base(args.model, device, quant)
+    base, tok = models.load_base(args.model, device, quant, args.dtype)
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
-    if args.init:
+    if args.init and not ckpt:
         models.init_role_adapters(policy, args.init, args.roles)
     lora = [p for n, p in policy.named_parameters() if "lora_" in n]  # both roles' adapters
+    distributed.broadcast_params(lora)
+    if world > 1:
+        torch.manual_seed(args.seed + rank)  # each rank samples its own completions
     optimizer = torch.optim.AdamW(lora, lr=args.lr, weight_decay=0.0)
+    if ckpt:
+        state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
+    tracker = None
+    if main_rank:
+        dtype = str(models.compute_dtype(device, args.dtype)).removeprefix("torch.")  # what auto chose here
+        config = {**vars(args), "device": device, "quant": quant, "dtype": dtype}
+        checkpoint.prepare(run_dir, config, ckpt, state)  # config.json; logs cut back to the checkpoint
+        tracker = trackers.make(args.report_to, run_dir, config)
+        print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  dtype {dtype}  "
+              f"processes {world}  problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}"
+              + (f"\nresumed from {ckpt} (step {state['step']})" if ckpt else
+                 f"\n{run_dir} has no checkpoint yet: starting it over" if args.resume else ""))
 
-    run_dir = Path(args.out or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps({**vars(args), "device": device, "quant": quant}, indent=2))
-    print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  "
-          f"problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}")
-
-    rows, bad = [], 0
-    with open(run_dir / "metrics.jsonl", "a") as metrics_file, open(run_dir / "samples.jsonl", "a") as samples_file:
-        for role in args.roles if args.sft_steps > 0 else []:
-            sft.train(policy, tok, problems, role, args, optimizer, metrics_file)
-        for step in tqdm(range(1, args.steps + 1), desc="grpo", dynamic_ncols=True):
-            batch = random.sample(problems, min(args.problems_per_step, len(problems)))
-            m, samples = grpo_step(policy, tok, batch, args, optimizer)
-            m = {"phase": "grpo", "step": step, **m}
-            rows.append(m)
+    rows, bad, t_start = [], 0, time.perf_counter()
+    with (open(run_dir / "metrics.jsonl", "a") if main_rank else open(os.devnull, "w")) as metrics_file, \
+         (open(run_dir / "samples.jsonl", "a") if main_rank else open(os.devnull, "w")) as samples_file:
+        def log(m: dict):
             metrics_file.write(json.dumps(m) + "\n")
             metrics_file.flush()
+            if tracker:
+                tracker.log(m)
+
+        def save(name: str):  # every rank's RNG; rank 0 writes
+            rngs = distributed.gather(checkpoint.rng_state())
+            if main_rank:
+                s = {**state, "wall_s": state["wall_s"] + time.perf_counter() - t_start}
+                checkpoint.save(run_dir, name, policy, optimizer, s, rngs, args.keep_checkpoints)
+
+        def maybe_eval(step: int):
+            if eval_problems and main_rank and (step in (0, args.steps) or args.eval_every > 0 and step % args.eval_every == 0):
+                log({"phase": "eval", "step": step, **progress.evaluate(policy, tok, eval_problems, args)})
+
+        for role in args.roles if args.sft_steps > 0 else []:
+            if role not in state["sft_done"]:
+                sft.train(policy, tok, problems, role, args, optimizer, metrics_file if main_rank else None)
+                metrics_file.flush()
+                state["sft_done"].append(role)
+                distributed.broadcast_params(lora)  # torchrun: SFT ran on every rank (the same batches)
+                save(f"sft-{len(state['sft_done'])}")
+        if state["step"] == 0:
+            maybe_eval(0)
+        for step in tqdm(range(state["step"] + 1, args.steps + 1), desc="grpo", dynamic_ncols=True,
+                         disable=not main_rank):
+            batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
+            k = len(batch) // world  # this rank's slice: whole groups, never split
+            m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer)
+            m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
+            state["step"], state["consumed"] = step, state["consumed"] + len(batch)
+            m = {"phase": "grpo", "step": step, **m}
+            rows.append(m)
+            log(m)
             samples_file.write("".join(json.dumps({"step": step, **s}) + "\n" for s in samples))
             samples_file.flush()
-            tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  "
-                       f"{m['time_step_s']:.0f} s")
+            if main_rank:
+                tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  "
+                           f"{m['time_step_s']:.0f} s")
             bad = bad + 1 if m["skipped_updates"] else 0
             if bad == 3:  # a diverged run: keep what it had, say so, stop
-                save_adapters(policy, run_dir)
+                if main_rank:
+                    save_adapters(policy, run_dir)
                 raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
                                     f"stopped, adapters saved in {run_dir / 'adapters'} (try a lower --lr)")
-            if step % args.save_every == 0:
-                save_adapters(policy, run_dir)
-    save_adapters(policy, run_dir)
-    if args.profile and rows:
-        print_profile(rows)
-    print(f"done: adapters in {run_dir / 'adapters'}, metrics in {run_dir / 'metrics.jsonl'}")
+            maybe_eval(step)
+            if step == args.steps or (args.save_every > 0 and step % args.save_every == 0):
+                save(f"step-{step:06d}")
+    if main_rank:
+        save_adapters(policy, run_dir)
+        if tracker:
+            tracker.close()
+        if args.profile and rows:
+            print_profile(rows)
+        print(report.plot_curves([run_dir], run_dir / "curves.png"))
+        print(progress.summary(run_dir, state["wall_s"] + time.perf_counter() - t_start))
+    distributed.cleanup()
     return run_dir
 
 
 def cli():
     try:
         main()
-    except (models.ModelError, data.DataError, TrainingError) as e:
+    except (models.ModelError, data.DataError, TrainingError, checkpoint.CheckpointError, trackers.TrackerError) as e:
         sys.exit(f"error: {e}")
     except KeyboardInterrupt:
         sys.exit("interrupted")

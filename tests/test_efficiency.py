@@ -1,5 +1,5 @@
 """efficiency.py (EffiBench's ET / NET / MU / NMU) and grpo.efficiency_bonus on hand-made sandbox results.
-Results are stand-ins with the per-test fields of CONTRACT.md (SimpleNamespace), so these tests do
+Results are stand-ins with sandbox.Result's per-test fields (SimpleNamespace), so these tests do
 not run the sandbox."""
 from types import SimpleNamespace
 

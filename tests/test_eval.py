@@ -33,6 +33,7 @@ class _Rows:
     def __init__(self, texts):
         import torch
         self.texts, self.mask = texts, torch.ones(len(texts), 3)
+        self.truncated = torch.tensor([i % 2 == 0 for i in range(len(texts))])  # every other row hit the budget
 
 
 def test_programs_line_up_with_their_problems(monkeypatch):
@@ -56,7 +57,7 @@ def test_programs_line_up_with_their_problems(monkeypatch):
     out, stats = ev.generate_programs(None, None, probs, "direct", args, adapters=None)
     assert calls == [(2, 2), (1, 2)]  # one prompt per problem, n samples each
     assert out == [[f"def f{i}(): return {j}\n" for j in range(2)] for i in range(3)]
-    assert stats == {"plan_tokens": None, "code_tokens": 3.0}
+    assert stats == {"plan_tokens": None, "code_tokens": 3.0, "truncated_codes": 0.5}  # 2 of 4 + 1 of 2 rows
     calls.clear()
     out, stats = ev.generate_programs(None, None, probs, "plan", args, adapters=None)
     assert calls == [(2, 2), (4, 1), (1, 2), (2, 1)]  # n plans per problem, one program per plan
@@ -85,7 +86,7 @@ def test_score_known_programs_gives_the_exact_table():
 
 
 def _result(verdict, cpu=None, mem=None):
-    """A stand-in for sandbox.Result with CONTRACT.md's per-test fields."""
+    """A stand-in for sandbox.Result with its per-test fields."""
     import types
 
     return types.SimpleNamespace(verdict=verdict, detail="", cpu_s=0.03, peak_rss_mb=9.0, test_cpu_s=cpu,

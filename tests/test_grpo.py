@@ -111,15 +111,26 @@ def test_grpo_loss_clipping_and_k3_kl_values():
 
 
 def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
+    """Catches: the bonus for a failing program, the old whole-run cpu_s instead of the tests' own
+    CPU time, the group's fastest used where the problem has a reference, NET not capped at 1."""
+    import dataclasses
+
     import sandbox
     import train
 
-    R = sandbox.Result
-    results = [R("passed", 4, 4, 0.1, 0.1, 9.0), R("passed", 4, 4, 0.2, 0.2, 9.0),  # problem 1
-               R("failed", 2, 4, 0.3, 0.3, 9.0), R("passed", 4, 4, 0.1, 0.1, 9.0)]  # problem 2
+    def R(verdict, passed, test_cpu):  # a Result with per-test CPU seconds (cpu_s: start-up dominated)
+        return dataclasses.replace(sandbox.Result(verdict, passed, 2, 0.03, 0.03, 9.0), test_cpu_s=test_cpu,
+                                   test_wall_s=test_cpu, test_mem_mb=(0.0,) * len(test_cpu))
+    results = [R("passed", 2, (0.004, 0.006)), R("passed", 2, (0.01, 0.01)),  # problem 1: no reference
+               R("failed", 1, (0.001, 0.001)), R("passed", 2, (0.01, 0.03))]  # problem 2: reference ET 0.01 s
     args = train.get_args(["--efficiency-weight", "0.5"])
-    # problem 1: t_max = 0.2 -> 1 + 0.5 * (1 - 0.1/0.2) = 1.25 and 1 + 0 = 1.0; failed code: no bonus
-    assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == pytest.approx([1.25, 1.0, 0.5, 1.0])
+    ref = torch.tensor([float("nan"), 0.01])
+    # problem 1: fastest passing ET 0.01 -> 1 + 0.5 * 0.01/0.01 = 1.5 and 1 + 0.5 * 0.01/0.02 = 1.25;
+    # problem 2: failed 1/2 -> 0.5, no bonus; ET 0.04 vs reference 0.01 -> 1 + 0.5 * 0.25 = 1.125
+    assert train.rewards_of(results, (2, 1, 2), args, ref).flatten().tolist() == pytest.approx([1.5, 1.25, 0.5, 1.125])
+    # a program faster than its reference earns lambda, not more: ET 0.005 vs 0.01 -> 1 + 0.5
+    fast = [results[0], results[1], results[2], R("passed", 2, (0.002, 0.003))]
+    assert train.rewards_of(fast, (2, 1, 2), args, ref).flatten()[3].item() == pytest.approx(1.5)
     args = train.get_args(["--reward", "all_pass"])
     assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == [1.0, 1.0, 0.0, 1.0]
 

@@ -1,10 +1,9 @@
 """Our own stdin/stdout problem sets, data/io_train.jsonl and data/io_val.jsonl (issue 12).
 
-Records are read with plain json (CONTRACT.md: task_id, prompt, io_tests [{input, output}],
+Records are read with plain json (task_id, prompt, io_tests [{input, output}],
 solution, plan, difficulty; optional time_limit_s, memory_mb, slow_solution), so these tests do
-not depend on data.py. The sandbox judges an I/O test token by token in the parent (CONTRACT.md).
+not depend on data.py. The sandbox judges an I/O test token by token in the parent.
 """
-import inspect
 import json
 import re
 from pathlib import Path
@@ -12,10 +11,6 @@ from pathlib import Path
 import pytest
 
 import sandbox
-
-# I/O tests in the sandbox come with the `sandbox` branch (CONTRACT.md); until it is merged, skip.
-NO_IO = pytest.mark.skipif("io_tests" not in inspect.signature(sandbox.run_program).parameters,
-                           reason="sandbox.run_program has no io_tests yet")
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 KEYS = {"task_id", "prompt", "io_tests", "solution", "plan", "difficulty"}
@@ -95,10 +90,9 @@ def test_sets_share_no_task_with_each_other_or_train_val(io_train, io_val):
         assert len(set(inputs)) == len(inputs), rec["task_id"]
 
 
-@NO_IO
 def test_every_reference_passes_in_the_sandbox(io_train, io_val):
     """Catches: an expected output that the reference does not produce (a wrong or hand-edited output),
-    and a reference that needs more than the time limit. Needs the sandbox's io_tests (CONTRACT.md)."""
+    and a reference that needs more than the time limit."""
     records = io_train + io_val
     results = sandbox.run_many([_job(r, r["solution"]) for r in records], workers=2)
     bad = [(r["task_id"], x.verdict, x.detail) for r, x in zip(records, results) if x.verdict != "passed"]
@@ -106,7 +100,6 @@ def test_every_reference_passes_in_the_sandbox(io_train, io_val):
     assert [x.passed for x in results] == [len(r["io_tests"]) for r in records]
 
 
-@NO_IO
 @pytest.mark.parametrize("stub", ["print(0)\n", "pass\n", "print(input())\n"])
 def test_a_stub_fails_every_problem(io_train, io_val, stub):
     """Catches: a problem whose tests a program can pass without solving it (every output 0, or

@@ -13,6 +13,7 @@ import pytest
 
 import benchmarks
 import data
+import problem
 import sandbox
 
 
@@ -257,14 +258,12 @@ def test_hub_ids_go_to_datasets_with_split(monkeypatch):
 
 
 def test_docstring_examples_hold():
-    """Catches: a `>>>` example in data.py or benchmarks.py that drifted from the code."""
+    """Catches: a `>>>` example in problem.py, data.py or benchmarks.py that drifted from the code."""
     import doctest
 
-    assert [doctest.testmod(m).failed for m in (data, benchmarks)] == [0, 0]
+    assert [doctest.testmod(m).failed for m in (problem, data, benchmarks)] == [0, 0, 0]
 
 
-@pytest.mark.skipif("io_tests" not in __import__("inspect").signature(sandbox.run_program).parameters,
-                    reason="this sandbox has no I/O tests yet (they come with the sandbox branch)")
 def test_io_references_pass_through_the_sandbox(tmp_path):
     """Catches: io_tests or the limits not reaching the sandbox through Problem.sandbox_job,
     the Python 2 entry (PYTHON = 1) taken as the reference, an APPS list-of-lines test joined

@@ -293,7 +293,7 @@ def test_generation_under_gradient_checkpointing_uses_kv_cache(tiny_policy, toke
     """Gradient checkpointing on and the model in train mode (as during the update): every decode
     forward after the prompt must see ONE new token. Catches: HF silently turning use_cache off
     under checkpointing in train mode (each forward would then re-read the whole sequence)."""
-    tiny_policy.gradient_checkpointing_enable()
+    tiny_policy.activation_checkpointing_enable()  # transformers 5's name for gradient checkpointing
     tiny_policy.train()
     widths = []
     embed = tiny_policy.get_input_embeddings()
