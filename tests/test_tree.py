@@ -267,3 +267,82 @@ def test_evaluation_tree_runs_only_the_visible_tests():
     assert ["# r=1" in p for p in t.final_programs()[0]] == [True, True]
     direct = tree.build([ADD], ["coder"], {"coder": 2}, Scripted(coder=[code(0), code(1)]), counting_run, judge=False)
     assert seen == [1, 1, 1] and direct.final_programs()[0][0].endswith("# r=0\n")
+
+
+# --- train.py and eval.py on the tree (step 2 of issue 10) ----------------------------------------
+
+def test_train_and_eval_flags_take_the_chains():
+    """Catches: --roles still limited to two chains, a chain out of order accepted, the Retriever's extra
+    level not compensated (G stays 4: twice the codes of a step), an eval mode name refused."""
+    import eval as evaluation
+    import train
+
+    for chain in roles.CHAINS:
+        assert train.get_args(["--roles", chain]).roles == chain.split(",")
+    assert train.get_args(["--roles", "retriever,planner,coder"]).num_plans == 2
+    assert train.get_args([]).num_plans == 4 and train.get_args(["--roles", "retriever,planner,coder", "--num-plans", "3"]).num_plans == 3
+    with pytest.raises(SystemExit):
+        train.get_args(["--roles", "coder,planner"])
+    assert evaluation.get_args(["--modes", ",".join(evaluation.MODES)]).modes == list(evaluation.MODES)
+    assert [evaluation.mode_of(c.split(",")) for c in roles.CHAINS] == list(evaluation.MODES)
+    with pytest.raises(SystemExit):
+        evaluation.get_args(["--modes", "debug"])
+
+
+def test_eval_mapcoder_mode_returns_the_last_repair(monkeypatch):
+    """eval.generate_programs, mode 'mapcoder', n = 2, a fake model: 1 retrieval, 2 plans, 1 program per
+    plan; the program of plan 1 fails its visible test and is repaired once (then passes), so its final
+    program is the repair; the other passes and stays. Catches: the Coder's own program scored instead of
+    its repair, repairs of programs that pass, the rows of one problem given to another."""
+    import types
+
+    import eval as evaluation
+    import rollout
+
+    calls = []
+
+    def fake_sample(model, tok, chats, n, *a, **k):
+        role = ("debugger" if "It fails this test" in chats[0][-1]["content"] else
+                "coder" if "Follow the plan" in chats[0][-1]["content"] else
+                "planner" if "no code)" in chats[0][-1]["content"] else "retriever")
+        calls.append((role, len(chats), n))
+        texts = {"retriever": [RECALL], "planner": ["1. a.", "1. b."], "coder": [code(0.5), code(1)],
+                 "debugger": ["Bug.\n" + code(1)]}[role]
+        return types.SimpleNamespace(texts=texts[:len(chats) * n], mask=torch.ones(len(chats) * n, 2),
+                                     truncated=torch.zeros(len(chats) * n, dtype=torch.bool))
+
+    monkeypatch.setattr(rollout, "sample", fake_sample)
+    monkeypatch.setattr(sandbox, "run_many", lambda jobs, workers=None: fake_run(jobs))
+    args = types.SimpleNamespace(batch_size=8, n=2, max_plan_tokens=8, max_code_tokens=8, temperature=1.0, debug_rounds=3)
+    out, stats = evaluation.generate_programs(None, None, [ADD], "mapcoder", args, adapters=None)
+    assert calls == [("retriever", 1, 1), ("planner", 1, 2), ("coder", 2, 1), ("debugger", 1, 1)]
+    assert ["# r=1" in p for p in out[0]] == [True, True] and "Bug" not in out[0][0]
+    assert stats["repair_tokens"] == 2.0 and stats["retrieval_tokens"] == 2.0 and stats["plan_tokens"] == 2.0
+
+
+def test_two_train_steps_with_all_four_roles(tmp_path):
+    """`train.py --roles retriever,planner,coder,debugger`, 2 GRPO steps in a real process on the tiny
+    random Qwen2 (tests/tiny_train.py: sandbox results from TINY_PATTERN). Catches: a role of the chain
+    without its adapter (saved and reloadable), a step that crashes when the Debugger has rows, the
+    metrics of a role missing."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.run([sys.executable, "tests/tiny_train.py", "--roles", "retriever,planner,coder,debugger",
+                        "--steps", "2", "--sft-steps", "0", "--problems-per-step", "1", "--num-retrievals", "2",
+                        "--num-plans", "1", "--codes-per-plan", "2", "--num-repairs", "2", "--max-retrieval-tokens", "4",
+                        "--max-plan-tokens", "4", "--max-code-tokens", "4", "--lora-r", "4", "--workers", "1",
+                        "--out", str(tmp_path)], cwd=root, env={**os.environ, "TINY_PATTERN": "1,0,0.5,0"},
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    steps = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in steps if m.get("phase") == "grpo"]
+    assert [m["step"] for m in steps] == [1, 2] and all(m["skipped_updates"] == 0 for m in steps)
+    assert all(f"frac_zero_std_{r}" in m for r in ("retriever", "planner", "coder", "debugger") for m in steps)
+    assert all(m["repairs"] > 0 for m in steps)
+    for role in roles.ROLES:
+        assert (tmp_path / "adapters" / role / "adapter_model.safetensors").exists()
