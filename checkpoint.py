@@ -52,7 +52,9 @@ def resume_args(ap: argparse.ArgumentParser, argv, run_dir: str) -> argparse.Nam
     for k, v in given.items():
         want = cfg.get(k, defaults.get(k))
         if k == "roles":
-            v = [r for r in ("planner", "coder") if r in v.split(",")]
+            import roles  # noqa: E402 (the chain as train.get_args reads it)
+
+            v = [r for r in roles.ROLES if r in v.split(",")]
         if k in RUNTIME_FLAGS or (k in ("device", "quant", "dtype") and v == "auto"):
             continue
         if v != want:

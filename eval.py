@@ -6,7 +6,10 @@
 
 A system is (adapters, mode). Adapters: none (the base model) or the roles a train.py run saved.
 Mode 'direct': the Coder writes code from the problem alone; 'plan': the Planner writes a plan
-and the Coder follows it. --compare evaluates base direct, base plan and each run in its own mode
+and the Coder follows it; 'plan+debug', 'retrieve+plan' and 'mapcoder' (retriever, planner, coder,
+debugger: MapCoder's chain) add a Retriever above the Planner and / or a Debugger that repairs each
+program failing its visible test, up to --debug-rounds times (MODES; one tree builder, tree.py, as in
+training). --compare evaluates base direct, base plan and each run in its own mode
 (plan for a Planner+Coder run, direct for a single-agent `--roles coder` run) on every dataset, then
 report.py writes results.json, results.md (the paper-style table) and curves.png.
 Each problem's reference solution (our records' `solution`, HumanEval's prompt + canonical solution,
@@ -29,49 +32,67 @@ import coder
 import data
 import efficiency
 import models
-import planner
 import report
+import roles
 import rollout
 import sandbox
+import tree
 from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
 
 
-def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -> tuple[list, dict]:
-    """n programs per problem for mode 'direct' or 'plan'.
+MODES = {"direct": "coder", "plan": "planner,coder", "plan+debug": "planner,coder,debugger",
+         "retrieve+plan": "retriever,planner,coder", "mapcoder": "retriever,planner,coder,debugger"}
+# the frameworks of issue 10, one tree each (tree.py); 'mapcoder' is MapCoder's full chain
+TOKENS = {"retriever": "retrieval_tokens", "planner": "plan_tokens", "coder": "code_tokens", "debugger": "repair_tokens"}
 
-    adapters: {role: adapter name} of a trained run, or None for the base model (adapters off).
-    Returns (programs: one list of n str | None per problem, stats: mean plan / code tokens, share of
-    code completions truncated at --max-code-tokens).
+
+def mode_of(chain) -> str:
+    """The eval mode of a train.py run's roles (its config's 'roles'), e.g. ['planner', 'coder'] -> 'plan'."""
+    text = ",".join(chain)
+    return next((m for m, c in MODES.items() if c == text), "plan" if "planner" in chain else "direct")
+
+
+def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -> tuple[list, dict]:
+    """n programs per problem for a mode of MODES, through the one rollout tree (tree.build).
+
+    direct: n codes per problem; with a Planner: n plans, one program each (after one retrieval, when the
+    mode has a Retriever); with a Debugger: each program failing its visible test is repaired, one repair
+    a round, up to --debug-rounds rounds, stopping when the visible test passes; the last repair counts.
+    adapters: {role: adapter name} of a trained run, or None for the base model (adapters off); a role the
+    run did not train runs on the base model too.
+    Returns (programs: one list of n str | None per problem, stats: mean tokens per role's completion,
+    share of code completions truncated at --max-code-tokens).
     """
-    out, plan_tokens, code_tokens, truncated = [], [], [], []
+    chain = roles.parse_chain(MODES[mode])
+    planned = "planner" in chain
+    sizes = {"retriever": 1, "planner": args.n, "coder": 1 if planned else args.n, "debugger": 1}
+    budget = {"retriever": getattr(args, "max_retrieval_tokens", 96), "planner": args.max_plan_tokens}
+    tokens, truncated, out = {r: [] for r in chain}, [], []
     peft = sys.modules.get("peft")  # a PeftModel exists only once peft is imported (its import loads bitsandbytes)
     is_peft = peft is not None and isinstance(model, peft.PeftModel)
-    off = model.disable_adapter() if adapters is None and is_peft else nullcontext()
-    with off:
-        for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
-            batch = problems[s:s + args.batch_size]
-            plans = [None] * len(batch)  # direct: one plan-less prompt per problem, n samples each
-            if mode == "plan":  # n plans per problem, then one program per plan
-                if adapters:
-                    model.set_adapter(adapters["planner"])
-                r = rollout.sample(model, tok, [planner.messages(p) for p in batch], args.n,
-                                   args.max_plan_tokens, args.temperature)
-                plans = [planner.parse(t) for t in r.texts]
-                plan_tokens += r.mask.sum(1).tolist()
-            if adapters:
-                model.set_adapter(adapters["coder"])
-            per = len(plans) // len(batch)  # Coder prompts per problem: n when planned, else 1
-            chats = [coder.messages(batch[i // per], plans[i]) for i in range(len(plans))]
-            r = rollout.sample(model, tok, chats, args.n // per, args.max_code_tokens, args.temperature,
-                               stop=coder.STOP)
-            code_tokens += r.mask.sum(1).tolist()
-            truncated += r.truncated.float().tolist()  # 1.0: the completion hit --max-code-tokens (no EOS)
-            for i, p in enumerate(batch):  # rows are problem-major either way: n per problem
-                texts = r.texts[i * args.n:(i + 1) * args.n]
-                out.append([coder.program(p, coder.extract_code(t)) for t in texts])
+
+    def generate(role, chats, n):
+        trained = adapters is not None and role in adapters
+        if trained:
+            model.set_adapter(adapters[role])
+        with model.disable_adapter() if is_peft and not trained else nullcontext():
+            r = rollout.sample(model, tok, chats, n, budget.get(role, args.max_code_tokens), args.temperature,
+                               stop=roles.ROLES[role].stop)
+        tokens[role] += r.mask.sum(1).tolist()
+        if role == "coder":
+            truncated.extend(r.truncated.float().tolist())  # 1.0: the completion hit --max-code-tokens (no EOS)
+        return r
+
+    for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
+        t = tree.build(problems[s:s + args.batch_size], chain, sizes, generate,
+                       lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None)),
+                       getattr(args, "sandbox_timeout", 4.0), debug_rounds=getattr(args, "debug_rounds", 3), judge=False)
+        out += t.final_programs()
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return out, {"plan_tokens": mean(plan_tokens), "code_tokens": mean(code_tokens),
-                 "truncated_codes": mean(truncated)}
+    stats = {"plan_tokens": mean(tokens.get("planner", [])), "code_tokens": mean(tokens["coder"]),
+             "truncated_codes": mean(truncated)}
+    stats.update({TOKENS[r]: mean(tokens[r]) for r in chain if r in ("retriever", "debugger")})
+    return out, stats
 
 
 def reference_costs(problems, args) -> list:
@@ -145,10 +166,11 @@ def load_runs(model, runs: list) -> tuple:
         if not cfg_file.exists():
             raise models.ModelError(f"{path} is not a train.py run folder (no config.json)")
         cfg = json.loads(cfg_file.read_text())
-        roles = cfg.get("roles", models.ROLES)
-        model = models.load_role_adapters(model, path, roles, prefix=f"{i}_")
-        mode = "plan" if "planner" in roles else "direct"
-        systems.append((name or path.name, {r: f"{i}_{r}" for r in roles}, mode))
+        roles = cfg.get("roles", models.ROLES)  # its chain: the trained adapters (corpus retrieval has none)
+        trained = [r for r in roles if not (r == "retriever" and cfg.get("retrieval") == "corpus")]
+        model = models.load_role_adapters(model, path, trained, prefix=f"{i}_")
+        mode = mode_of(roles)
+        systems.append((name or path.name, {r: f"{i}_{r}" for r in trained}, mode))
         paths[path.resolve()] = systems[-1][0]
         inits[systems[-1][0]] = Path(cfg["init"]).resolve() if cfg.get("init") else None
     against = {s: [f"base {m}"] + ([paths[inits[s]]] if inits[s] in paths else []) for s, _, m in systems}
@@ -168,7 +190,10 @@ def get_args(argv=None):
     a("--adapters", default=None, help="a train.py run folder: adds its rows ('trained')")
     a("--compare", nargs="+", default=None, metavar="[NAME=]RUN",
       help="train.py runs to compare with base direct and base plan (writes results.json/.md, curves.png)")
-    a("--modes", default="direct", help="comma list of direct, plan (without --compare)")
+    a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + " (without --compare): "
+      + "; ".join(f"{m} = {c}" for m, c in MODES.items()))
+    a("--debug-rounds", type=int, default=3, help="repair rounds of the debugger modes (stop once the visible test passes)")
+    a("--max-retrieval-tokens", type=int, default=96)
     a("--n-samples", "--n", dest="n", type=int, default=1, help="samples per problem")
     a("--k", default="1", help="comma list of k for pass@k (each <= n)")
     a("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -187,8 +212,8 @@ def get_args(argv=None):
     args = ap.parse_args(argv)
     args.ks = [int(k) for k in args.k.split(",")]
     args.modes = ["plan" if m == "planned" else m for m in args.modes.split(",")]
-    if bad := [m for m in args.modes if m not in ("direct", "plan")]:
-        ap.error(f"unknown mode {bad[0]}: use direct, plan")
+    if bad := [m for m in args.modes if m not in MODES]:
+        ap.error(f"unknown mode {bad[0]}: use {', '.join(MODES)}")
     if max(args.ks) > args.n:
         ap.error(f"pass@{max(args.ks)} needs --n-samples >= {max(args.ks)}")
     if args.n > 1 and args.temperature <= 0:

@@ -15,6 +15,24 @@ Worked example (test_grpo.py checks it), one problem, G = 2 plans x M = 2 codes,
     Planner, max credit:  R^P = [1, 0],   mean 0.5,  std 0.5  -> A^P = +-0.99980
     Coder, --coder-baseline problem: one group [1, 0, 0, 0], mean 0.25, std 0.43301
                                      -> A = 0.75 / 0.43311 = 1.73165 and -0.25 / 0.43311 = -0.57722
+Tree (issue 10; `tree_advantages`, THE credit rule of every level; the above is its two-level case):
+    one problem is the root of a tree  [Retriever x R] -> Planner x G -> Coder x M  (levels optional but
+    the Coder). A node's reward is the mean (--credit mean) or max of the rewards of the VALID final
+    programs below it (at any depth: not a mean of means); its advantage is normalised among its
+    siblings (same parent). A sibling group without spread, or with < 2 valid members, gets exactly 0;
+    an empty sibling is left out of its group's mean and std (and of every credit above it).
+    The Debugger is a depth-1 forest of its own: the D repairs of one failing program are one group
+    (`debugger_advantages`); the Coder keeps its pre-repair reward.
+Worked example (test_grpo.py checks it), one problem, R = 2 retrievals x G = 2 plans x M = 2 codes,
+code rewards ("-" = an empty code):   r1: p11 [1, 0]  p12 [0, 1]     r2: p21 [1, -]  p22 [0.25, 0]
+    Coder   p11 +-0.5 / 0.5001 = +-0.99980, p12 -+0.99980, p21 one valid code -> 0, 0,
+            p22 mean 0.125, std 0.125 -> +-0.125 / 0.1251 = +-0.99920
+    Planner R^P = p11 0.5, p12 0.5 | p21 1 (the empty code left out; counted as 0 it would be 0.5), p22 0.125
+            r1's plans [0.5, 0.5]: no spread -> 0, 0 (the zero-variance group)
+            r2's plans [1, 0.125]: mean 0.5625, std 0.4375 -> +-0.4375 / 0.4376 = +-0.99977
+    Retriever R = mean of the valid codes below: r1 (1 + 0 + 0 + 1) / 4 = 0.5, r2 (1 + 0.25 + 0) / 3 = 0.41667
+            mean 0.45833, std 1/24 -> +-(1/24) / (1/24 + 1e-4) = +-0.99761 (r1 up, r2 down; a mean of its
+            plans' means would make r2 0.5625 > r1 and flip both signs)
 Loss per role (DeepSeekMath, Shao et al. 2024, sec. 4.1; token-level sum and clip-higher: DAPO,
 Yu et al. 2025, sec. 3.1/3.3; k3 KL estimator: Schulman 2020, "Approximating KL divergence"):
     rho_t = exp(logp_t - logp_old_t)
@@ -99,27 +117,127 @@ def group_advantages(rewards: torch.Tensor, valid: torch.Tensor, scale: bool = T
     # END SOLUTION
 
 
-def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str = "plan", scale: bool = True):
-    """Coder advantages [B, G, M] from rewards [B, G, M].
+def two_level_tree(B: int, G: int, M: int) -> torch.Tensor:
+    """parent [B + B*G + B*G*M] of the Planner -> Coder forest, in the rollouts' prompt-major order:
+    nodes 0..B-1 are the problems (roots, -1), then plan b*G+i (node B + b*G + i, under problem b),
+    then code (b*G+i)*M+j (node B + B*G + (b*G+i)*M + j, under its plan).
 
-    baseline 'plan' (default): group = the M codes written for the same plan, so a bad plan
-    does not punish the Coder. 'problem': group = all G*M codes of the problem (plain GRPO).
-    Returns (A [B, G, M], zero_std bool [B, G] or [B]). Raises ValueError for another baseline.
+    >>> two_level_tree(1, 2, 2).tolist()
+    [-1, 0, 0, 1, 1, 2, 2]
+    """
+    roots = torch.full((B,), -1)
+    plans = torch.arange(B).repeat_interleave(G)  # [B*G] -> problem
+    codes = B + torch.arange(B * G).repeat_interleave(M)  # [B*G*M] -> plan node
+    return torch.cat([roots, plans, codes])
+
+
+def node_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, credit: str = "mean"):
+    """Credit R of every node of a forest (the rollout tree; tree_advantages): a leaf keeps its own
+    reward; an inner node gets the mean (or max) of the rewards of the VALID leaves below it, at any
+    depth -- not the mean of its children's means (a Retriever whose plans have 2 and 1 valid codes
+    is worth the mean of those 3 codes: the expected result of one code drawn below it).
+
+    rewards [N] float (read at the leaves only; rewards >= 0 for 'max'), valid [N] bool (the node's
+    own completion is non-empty), parent [N] long (-1 for a root: the problem, never trained).
+    Returns (R [N], ok [N] bool: the node enters its sibling group: valid, and a leaf or with at
+    least one valid leaf below). Raises ValueError for a credit other than mean / max.
+    """
+    # BEGIN SOLUTION planner_adv
+    if credit not in ("mean", "max"):
+        raise ValueError(f"unknown planner credit '{credit}': use mean or max")
+    N = parent.numel()
+    is_leaf = torch.ones(N, dtype=torch.bool)
+    is_leaf[parent[parent >= 0]] = False
+    below = [[] for _ in range(N)]  # the leaves under each node, in node order
+    for leaf in torch.nonzero(is_leaf).flatten().tolist():
+        node = parent[leaf].item()
+        while node >= 0:
+            below[node].append(leaf)
+            node = parent[node].item()
+    W = max(1, max(map(len, below), default=0))
+    idx = torch.tensor([b + [0] * (W - len(b)) for b in below]).view(N, W)  # [N, W] leaf ids (0: padding)
+    filled = torch.tensor([[True] * len(b) + [False] * (W - len(b)) for b in below]).view(N, W)
+    kept = filled & valid[idx]  # [N, W] the valid leaves below
+    r, v = rewards[idx], kept.float()  # [N, W]
+    if credit == "mean":
+        inner = (r * v).sum(-1) / v.sum(-1).clamp(min=1)
+    else:
+        inner = r.masked_fill(~kept, 0.0).amax(-1)
+    ok = valid & (is_leaf | kept.any(-1))
+    return torch.where(is_leaf, rewards, inner), ok
+    # END SOLUTION
+
+
+def sibling_advantages(credit: torch.Tensor, ok: torch.Tensor, group: torch.Tensor, scale: bool = True):
+    """Each node's credit normalised among the nodes of its group (`group_advantages` on each group:
+    valid nodes only, population std, a group without spread exactly 0).
+
+    credit [N] float, ok [N] bool (node_credit), group [N] long: the group's id, usually the
+    node's parent (its siblings); -1: in no group (a root), A = 0. Groups may differ in size.
+    Returns (A [N], zero_std [N] bool: the node's group carries no signal; True for -1).
     """
     # BEGIN SOLUTION coder_adv
-    if baseline == "plan":
-        return group_advantages(rewards, valid, scale)
-    if baseline != "problem":
+    members = {}
+    for i, g in enumerate(group.tolist()):
+        if g >= 0:
+            members.setdefault(g, []).append(i)
+    rows = list(members.values())
+    W = max(1, max(map(len, rows), default=0))
+    idx = torch.tensor([m + [0] * (W - len(m)) for m in rows], dtype=torch.long).view(len(rows), W)  # [K, W]
+    filled = torch.tensor([[True] * len(m) + [False] * (W - len(m)) for m in rows]).view(len(rows), W)
+    adv_g, zero_g = group_advantages(credit[idx], ok[idx] & filled, scale)  # [K, W], [K]
+    adv, zero = torch.zeros_like(credit), torch.ones(credit.shape, dtype=torch.bool)
+    adv[idx[filled]] = adv_g[filled]
+    zero[idx[filled]] = zero_g[:, None].expand(-1, W)[filled]
+    return adv, zero
+    # END SOLUTION
+
+
+def tree_advantages(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, credit: str = "mean",
+                    scale: bool = True, group: torch.Tensor | None = None, fixed: torch.Tensor | None = None):
+    """THE credit rule, for every level of the rollout tree (module docstring, "Tree"):
+    R = node_credit (leaf: its reward; inner node: mean|max of the valid leaves below it), then
+    A = sibling_advantages (normalised among the nodes with the same parent, or the same `group`).
+
+    rewards, valid, parent [N] as in node_credit; group [N] long (default: parent); fixed [N] bool
+    (default none): inner nodes whose credit is rewards[i] whatever lies below (an unparseable
+    retrieval: 0, issue 10). Returns (R [N], A [N], zero_std [N]). coder_advantages and
+    planner_advantages are its two-level case (two_level_tree); the Debugger's groups
+    (debugger_advantages) are a forest of depth 1 under each failing program.
+    """
+    R, ok = node_credit(rewards, valid, parent, credit)
+    if fixed is not None:
+        R = torch.where(fixed, rewards, R)
+    adv, zero = sibling_advantages(R, ok, parent if group is None else group, scale)
+    return R, adv, zero
+
+
+def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str = "plan", scale: bool = True):
+    """Coder advantages [B, G, M] from rewards [B, G, M]: tree_advantages at the leaves of
+    two_level_tree (a leaf's credit is its own reward, so only the grouping is left).
+
+    baseline 'plan' (default): group = the M codes written for the same plan (the code's parent),
+    so a bad plan does not punish the Coder. 'problem': group = all G*M codes of the problem
+    (the grandparent; plain GRPO).
+    Returns (A [B, G, M], zero_std bool [B, G] or [B]). Raises ValueError for another baseline.
+    """
+    if baseline not in ("plan", "problem"):
         raise ValueError(f"unknown coder baseline '{baseline}': use plan or problem")
     B, G, M = rewards.shape
-    adv, zero = group_advantages(rewards.reshape(B, G * M), valid.reshape(B, G * M), scale)
-    return adv.reshape(B, G, M), zero
+    tree = two_level_tree(B, G, M)
+    codes = slice(B + B * G, None)
+    # BEGIN SOLUTION coder_adv
+    group = tree[codes] if baseline == "plan" else tree[tree[codes]]
+    adv, zero = sibling_advantages(rewards.flatten(), valid.flatten(), group, scale)
+    zero = zero.view(B, G, M)[..., 0] if baseline == "plan" else zero.view(B, G * M)[:, 0]
     # END SOLUTION
+    return adv.view(B, G, M), zero
 
 
 def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: torch.Tensor,
                        credit: str = "mean", scale: bool = True):
-    """Planner advantages [B, G]: a plan is worth what the Coder achieves with it, R^P_i.
+    """Planner advantages [B, G]: a plan is worth what the Coder achieves with it, R^P_i
+    (tree_advantages at the middle level of two_level_tree).
 
     rewards, valid: [B, G, M]; plan_valid: [B, G] (the plan itself is non-empty).
     credit 'mean': R^P_i = mean of its valid codes' rewards (the expected result of following it);
@@ -127,17 +245,35 @@ def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: t
     still credits a good plan while the Coder is weak). A plan none of whose codes is valid is left
     out of its group. Returns (A [B, G], zero_std [B]). Raises ValueError for another credit.
     """
-    # BEGIN SOLUTION planner_adv
-    v = valid.float()
-    if credit == "mean":
-        plan_reward = (rewards * v).sum(-1) / v.sum(-1).clamp(min=1)  # [B, G]  R^P_i
-    elif credit == "max":
-        plan_reward = rewards.masked_fill(~valid, 0.0).amax(-1)  # [B, G] (rewards >= 0)
-    else:
-        raise ValueError(f"unknown planner credit '{credit}': use mean or max")
-    ok = plan_valid & valid.any(-1)  # [B, G]
-    return group_advantages(plan_reward, ok, scale)
-    # END SOLUTION
+    B, G, M = rewards.shape
+    r = torch.cat([torch.zeros(B + B * G, dtype=rewards.dtype), rewards.flatten()])
+    ok = torch.cat([torch.zeros(B, dtype=torch.bool), plan_valid.flatten(), valid.flatten()])
+    _, adv, zero = tree_advantages(r, ok, two_level_tree(B, G, M), credit, scale)
+    plans = slice(B, B + B * G)
+    return adv[plans].view(B, G), zero[plans].view(B, G)[:, 0]
+
+
+def debugger_advantages(repaired: torch.Tensor, valid: torch.Tensor, original: torch.Tensor,
+                        reward: str = "pass_rate", scale: bool = True):
+    """The Debugger's rewards and advantages: the D repairs of ONE failing program form one group.
+
+    repaired [K, D]: pass rate on ALL tests of each of the D repairs of K failing programs;
+    valid [K, D] bool (a repair with no code is left out of its group); original [K]: the pass
+    rate of the program each repaired. reward 'pass_rate': r = repaired; 'gain': r = repaired -
+    original (can be < 0). Within a group the original is one constant, so both give the SAME
+    advantages (A = r - mean r is shift-invariant, and so is the std); they differ in the reward
+    that is logged, and a gain tells at a glance whether debugging helped (our choice to offer both,
+    as the issue asks). Returns (rewards [K, D], A [K, D], zero_std [K]). ValueError for another reward.
+    """
+    if reward not in ("pass_rate", "gain"):
+        raise ValueError(f"unknown debug reward '{reward}': use pass_rate or gain")
+    K, D = repaired.shape
+    r = repaired - original[:, None] if reward == "gain" else repaired  # [K, D]
+    parent = torch.cat([torch.full((K,), -1), torch.arange(K).repeat_interleave(D)])  # K roots, K*D repairs
+    flat_r = torch.cat([torch.zeros(K, dtype=r.dtype), r.flatten()])
+    flat_ok = torch.cat([torch.zeros(K, dtype=torch.bool), valid.flatten()])
+    _, adv, zero = tree_advantages(flat_r, flat_ok, parent, "mean", scale)
+    return r, adv[K:].view(K, D), zero[K:].view(K, D)[:, 0]
 
 
 def loss_weights(mask: torch.Tensor, loss_type: str = "token", max_len: int | None = None) -> torch.Tensor:

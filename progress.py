@@ -7,9 +7,8 @@ from types import SimpleNamespace
 
 import checkpoint
 import eval as evaluation
-import models
 
-PHASES = ["plan_generation", "code_generation", "sandbox", "old_logprobs", "reference_logprobs",
+PHASES = ["retrieval_generation", "plan_generation", "code_generation", "repair_generation", "sandbox", "old_logprobs", "reference_logprobs",
           "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
 
 
@@ -28,17 +27,18 @@ def print_profile(rows: list):
 
 def evaluate(policy, tok, problems, args) -> dict:
     """Greedy pass@1 of the policy on held-out problems (eval.py's generate_programs and score):
-    plan mode for a two-role run, direct for --roles coder. Its own randomness: the RNG states
+    the mode of the run's chain (eval.mode_of: plan for a two-role run, direct for --roles coder). Its own randomness: the RNG states
     are put back afterwards, so a run with evaluation trains exactly as one without.
     Returns {eval_pass@1, eval_problems, eval_plan_tokens (None for direct), eval_code_tokens
     (means over rows), eval_verdicts {verdict: count}, eval_s (seconds)}."""
     ns = SimpleNamespace(n=1, temperature=0.0, batch_size=16, max_plan_tokens=args.max_plan_tokens,
                          max_code_tokens=args.max_code_tokens, sandbox_timeout=args.sandbox_timeout,
-                         workers=args.workers)
+                         workers=args.workers, max_retrieval_tokens=getattr(args, "max_retrieval_tokens", 96))
+    chain = [r for r in args.roles if not (r == "retriever" and getattr(args, "retrieval", "recall") == "corpus")]
     saved, t = checkpoint.rng_state(), time.perf_counter()
-    try:
-        programs, stats = evaluation.generate_programs(policy, tok, problems, "plan" if "planner" in args.roles
-                                                       else "direct", ns, {r: r for r in models.ROLES})
+    try:  # the run's own framework (eval.MODES), with its trained adapters
+        programs, stats = evaluation.generate_programs(policy, tok, problems, evaluation.mode_of(chain), ns,
+                                                       {r: r for r in chain})
         res = evaluation.score(problems, programs, [1], ns)
     finally:
         checkpoint.set_rng_state(saved)

@@ -3,6 +3,7 @@
     python train.py                                   # embedded SmolLM2-135M on CPU (SFT + GRPO)
     python train.py --model Qwen2.5-Coder-1.5B        # one consumer GPU, 4-bit NF4 base
     python train.py --roles coder                     # single-agent GRPO baseline (no Planner)
+    python train.py --roles retriever,planner,coder,debugger   # MapCoder's chain (roles.CHAINS)
     python train.py --grpo-steps 0                    # cold-start SFT only
     python train.py --resume runs/<time>              # go on after a crash, nothing lost
     torchrun --nproc_per_node 2 train.py ...          # data parallel over 2 GPUs
@@ -13,6 +14,9 @@ One GRPO step, for P problems (--problems-per-step):
   2. Coder (adapter 'coder') samples M programs per plan                -> P*G*M programs
   3. the sandbox runs every program on the problem's tests              -> rewards r [P, G, M]
   4. advantages: Coder against the codes of its plan, Planner against the other plans (grpo.py)
+Other chains (--roles, issue 10) add a Retriever level above the Planner (R per problem) and a Debugger
+below the Coder (D repairs of each program failing its visible test); one tree builder (tree.py) makes
+every chain's rollouts and one credit rule (grpo.tree_advantages) credits every level.
   5. loss per role (clipped surrogate, + beta * k3 KL to the base model = adapters off when
      beta > 0), summed; one AdamW step on both adapters' LoRA weights.
 Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step / evaluation),
@@ -41,13 +45,16 @@ import efficiency
 import eval as evaluation
 import grpo
 import models
-import planner
+import planner  # noqa: F401 (train.planner: the roles' modules stay reachable)
 import progress
 import rollout
 import sandbox
 import report
+import retriever
+import roles
 import sft
 import trackers
+import tree
 from checkpoint import save_adapters  # noqa: F401 (train.save_adapters)
 from progress import print_profile  # noqa: F401 (bench/grpo_bench.py)
 
@@ -64,7 +71,7 @@ def get_args(argv=None):
     a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--problems-per-step", type=int, default=2)
-    a("--num-plans", type=int, default=4, help="G: plans per problem")
+    a("--num-plans", type=int, default=None, help="G: plans per node above (default 4; 2 with the retriever)")
     a("--codes-per-plan", type=int, default=2, help="M: programs per plan")
     a("--max-plan-tokens", type=int, default=48)
     a("--max-code-tokens", type=int, default=128)
@@ -80,10 +87,21 @@ def get_args(argv=None):
     a("--reward", default="pass_rate", choices=["pass_rate", "all_pass"])
     a("--efficiency-weight", type=float, default=0.0, help="lambda: bonus for faster fully-passing code")
     a("--coder-baseline", default="plan", choices=["plan", "problem"])
-    a("--planner-credit", default="mean", choices=["mean", "max"], help="a plan's reward: mean or best of its codes")
+    a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
+      help="a node's reward (plan, retrieval): mean or best of the final programs below it")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
     a("--roles", "--train-roles", dest="roles", default="planner,coder",
-      help="planner,coder (CoRe-Code) | coder (single-agent GRPO: no plans, G*M codes per problem)")
+      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code) | coder (single-agent GRPO: G*M codes "
+           "per problem) | planner,coder,debugger | retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
+    a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
+    a("--max-retrieval-tokens", type=int, default=96)
+    a("--retrieval", default="recall", choices=["recall", "corpus"],
+      help="recall: the Retriever recalls problems (trained); corpus: BM25 over --train-data (bm25s; nothing trained)")
+    a("--retrieval-k", type=int, default=retriever.K, help="examples per retrieval")
+    a("--debug-reward", default="pass_rate", choices=["pass_rate", "gain"],
+      help="a repair's reward: its pass rate on all tests, or that minus the repaired program's")
+    a("--debug-gamma", type=float, default=0.0, help="Coder reward += gamma * mean(its repairs' rewards)")
     a("--init", default=None, help="start from the adapters of an earlier run folder")
     a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
     a("--sft-batch", type=int, default=8)
@@ -107,10 +125,19 @@ def get_args(argv=None):
     args = ap.parse_args(argv)
     if args.resume:  # the run's own config.json; flags given again must agree
         return checkpoint.resume_args(ap, argv, args.resume)
-    args.roles = [r for r in models.ROLES if r in args.roles.split(",")]
-    if args.roles not in (["planner", "coder"], ["coder"]):
-        ap.error("--roles takes planner,coder or coder")
+    try:
+        args.roles = roles.parse_chain(args.roles)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.num_plans is None:  # a Retriever multiplies the plans by R: keep a step's size (issue 10)
+        args.num_plans = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
     return args
+
+
+def adapter_roles(chain) -> list:
+    """The LoRA adapters of a run: one per role of the chain, and always the Planner's and the Coder's
+    (as before issue 10, so --init and checkpoints of two-role runs still fit)."""
+    return [r for r in roles.ROLES if r in chain or r in models.ROLES]
 
 
 class TrainingError(RuntimeError):
@@ -204,58 +231,70 @@ def all_logprobs(policy, r: rollout.Rollout, micro_batch: int) -> torch.Tensor:
                           for i in range(0, r.seqs.shape[0], micro_batch)])
 
 
-def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
+GEN_PHASE = {"retriever": "retrieval_generation", "planner": "plan_generation", "coder": "code_generation",
+             "debugger": "repair_generation"}  # --profile rows (progress.PHASES)
+
+
+def max_tokens(args, role: str) -> int:
+    """The token budget of a role's completions (the constant of 'dr_grpo')."""
+    return {"retriever": args.max_retrieval_tokens, "planner": args.max_plan_tokens}.get(role, args.max_code_tokens)
+
+
+def tree_sizes(args) -> dict:
+    """Children per node of each role (tree.build): R retrievals, G plans, M codes per plan (G*M codes per
+    problem for the single agent, --roles coder), D repairs per failing program."""
+    planned = "planner" in args.roles
+    return {"retriever": args.num_retrievals, "planner": args.num_plans,
+            "coder": args.codes_per_plan if planned else args.num_plans * args.codes_per_plan,
+            "debugger": args.num_repairs}
+
+
+def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
     """One GRPO step on a batch of problems (the numbered steps in this file's docstring).
 
-    Two roles: rewards r [B, G, M]. Single agent (--roles coder): the Coder writes G*M programs
-    from the problem alone and they form one group per problem, r [B, 1, G*M].
-    Returns (metrics: plain floats, no tensors; samples: the first plan and code of each problem).
+    The rollout tree of --roles (tree.build, shared with eval.py): planner,coder gives rewards r [B, G, M];
+    the single agent (--roles coder) writes G*M programs per problem from the problem alone, one group per
+    problem; a retriever level multiplies the plans by R; a debugger level adds D repairs under each
+    program that fails its visible test. Credit: tree.advantages (grpo.tree_advantages).
+    corpus: a retriever.Corpus for --retrieval corpus. Returns (metrics: plain floats, no tensors;
+    samples: the first plan and code of each problem).
     """
-    B, G, M = len(problems), args.num_plans, args.codes_per_plan
-    two_roles = "planner" in args.roles
+    B = len(problems)
     clock = Clock(next(policy.parameters()).device)
     t0 = time.perf_counter()
-    if two_roles:
-        with clock("plan_generation"):
-            policy.set_adapter("planner")
-            plans_r = rollout.sample(policy, tok, [planner.messages(p) for p in problems], G,
-                                     args.max_plan_tokens, args.temperature, args.top_p)  # B*G rows
-        plans, shape = [planner.parse(t) for t in plans_r.texts], (B, G, M)
-    else:
-        plans, shape = [None] * B, (B, 1, G * M)
-    per_plan = shape[2]
-    with clock("code_generation"):
-        policy.set_adapter("coder")
-        code_chats = [coder.messages(problems[i // shape[1]], plans[i]) for i in range(len(plans))]
-        codes_r = rollout.sample(policy, tok, code_chats, per_plan, args.max_code_tokens,
-                                 args.temperature, args.top_p, stop=coder.STOP)  # B*G*M rows
-    jobs = []
-    for i, text in enumerate(codes_r.texts):
-        p = problems[i // (G * M)]
-        jobs.append(p.sandbox_job(coder.program(p, coder.extract_code(text)), args.sandbox_timeout))
-    ref_times = None
-    with clock("sandbox"):
-        results = sandbox.run_many(jobs, workers=args.workers)
-        if args.efficiency_weight > 0:  # the reference solutions' ET (s): the efficiency reward's yardstick
-            costs = evaluation.reference_costs(problems, args)
-            ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
 
-    rewards = rewards_of(results, shape, args, ref_times)  # [B, G, M] or [B, 1, G*M]
+    def generate(role, chats, n):
+        with clock(GEN_PHASE.get(role, f"{role}_generation")):
+            policy.set_adapter(role)
+            return rollout.sample(policy, tok, chats, n, max_tokens(args, role), args.temperature, args.top_p,
+                                  stop=roles.ROLES[role].stop)
+
+    def run(jobs):
+        with clock("sandbox"):
+            return sandbox.run_many(jobs, workers=args.workers)
+
+    t = tree.build(problems, args.roles, tree_sizes(args), generate, run, args.sandbox_timeout,
+                   debug_rounds=1, corpus=corpus, k=args.retrieval_k)
+    coders = t.of("coder")
+    results = [t.nodes[i].result for i in coders]
+    ref_times = None
+    if args.efficiency_weight > 0:  # the reference solutions' ET (s): the efficiency reward's yardstick
+        with clock("sandbox"):
+            costs = evaluation.reference_costs(problems, args)
+        ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
+    rewards = rewards_of(results, (B, 1, len(coders) // B), args, ref_times)  # [B, 1, programs per problem]
+    for i, r in zip(coders, rewards.flatten().tolist()):
+        t.nodes[i].reward = r  # --reward all_pass and the efficiency bonus reach the tree's credit
     scale = args.scale_rewards == "group"
-    code_valid = codes_r.valid.view(shape)
-    adv_c, zero_c = grpo.coder_advantages(rewards, code_valid, args.coder_baseline, scale)
-    work = {"coder": (codes_r, adv_c.flatten(), code_valid.flatten(), args.max_code_tokens)}
-    metrics = {"frac_zero_std_coder": zero_c.float().mean().item()}
-    if two_roles:
-        plan_valid = torch.tensor([bool(p.strip()) for p in plans]).view(B, G)  # empty after parse()
-        adv_p, zero_p = grpo.planner_advantages(rewards, code_valid, plan_valid, args.planner_credit, scale)
-        work["planner"] = (plans_r, adv_p.flatten(), plan_valid.flatten(), args.max_plan_tokens)
-        metrics["frac_zero_std_planner"] = zero_p.float().mean().item()
+    credit = tree.advantages(t, args.planner_credit, scale, args.coder_baseline, args.debug_reward, args.debug_gamma)
+    active = [role for role in args.roles if role in credit]  # a debugger with no failing program: no rows
+    work = {role: (t.outputs[role][0], credit[role].adv, credit[role].valid, max_tokens(args, role)) for role in active}
+    metrics = {f"frac_zero_std_{role}": credit[role].zero_std for role in active}
 
     olds = {}
     if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
         with clock("old_logprobs"):
-            for role in args.roles:
+            for role in active:
                 policy.set_adapter(role)
                 olds[role] = all_logprobs(policy, work[role][0], args.micro_batch)
     grad_norm, skipped, loss = 0.0, 0, 0.0
@@ -263,12 +302,12 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
         optimizer.zero_grad(set_to_none=True)
         loss, bad = 0.0, False
         try:
-            for role in args.roles:
+            for role in active:
                 r, adv, valid, max_len = work[role]
                 try:
                     l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
                 except FloatingPointError:
-                    bad = True  # the other role still runs: every rank must reach the same collectives
+                    bad = True  # the other roles still run: every rank must reach the same collectives
                     continue
                 loss += l
                 metrics.update({f"{role}_{k}": v for k, v in m.items()})
@@ -287,19 +326,29 @@ def grpo_step(policy, tok, problems, args, optimizer) -> tuple[dict, list]:
     step_s = time.perf_counter() - t0
 
     verdicts = [x.verdict for x in results]
-    n = shape[1] * shape[2]  # programs per problem
-    samples = [{"task_id": problems[b].task_id, "plan": plans[b * shape[1]], "completion": codes_r.texts[b * n],
-                "program": jobs[b * n]["program"], "verdict": results[b * n].verdict,
-                "detail": results[b * n].detail} for b in range(B)]
+    n = len(coders) // B  # programs per problem
+    samples = []
+    for b in range(B):
+        first = t.nodes[coders[b * n]]
+        samples.append({"task_id": problems[b].task_id, "plan": t.upstream(coders[b * n]).get("plan"),
+                        "completion": first.text, "program": first.program, "verdict": first.result.verdict,
+                        "detail": first.result.detail})
+    tokens = lambda role: t.outputs[role][0].mask.sum(1).mean().item() if role in t.outputs else None  # noqa: E731
+    planned = "planner" in args.roles
+    repairs = credit.get("debugger")
     return {
         "reward": rewards.mean().item(),
         "pass_all": sum(v == "passed" for v in verdicts) / len(verdicts),
         "best_of_problem": rewards.flatten(1).amax(1).mean().item(),
-        "plan_reward_std": rewards.mean(-1).std(-1, unbiased=False).mean().item() if two_roles else None,
+        "plan_reward_std": rewards.view(B, len(t.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False).mean().item()
+        if planned else None,
         **metrics, "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
-        "plan_tokens": plans_r.mask.sum(1).mean().item() if two_roles else None,
-        "code_tokens": codes_r.mask.sum(1).mean().item(),
-        "truncated_codes": codes_r.truncated.float().mean().item(),
+        "plan_tokens": tokens("planner") if planned else None,
+        "code_tokens": tokens("coder"),
+        "truncated_codes": t.outputs["coder"][0].truncated.float().mean().item(),
+        **({"retrieval_tokens": tokens("retriever")} if "retriever" in t.outputs else {}),
+        **({"repairs": len(repairs.adv), "repair_reward": repairs.reward.mean().item(),
+            "repair_tokens": tokens("debugger")} if repairs is not None else {}),
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
         **{f"time_{k}_s": v for k, v in clock.s.items()}, "time_step_s": step_s,
     }, samples
@@ -327,9 +376,12 @@ def main(argv=None):
     except RuntimeError as e:
         raise SystemExit(f"error: {e}") from None
     base, tok = models.load_base(args.model, device, quant, args.dtype)
-    policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
-    if args.init and not ckpt:
-        models.init_role_adapters(policy, args.init, args.roles)
+    policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha)
+    if args.init and not ckpt:  # a role the earlier run did not have (a new Debugger) starts fresh
+        models.init_role_adapters(policy, args.init, [r for r in args.roles if r in models.ROLES or
+                                                      (Path(args.init) / "adapters" / r).exists()])
+    corpus = retriever.Corpus(problems, exclude=eval_problems) if "retriever" in args.roles and \
+        args.retrieval == "corpus" else None
     lora = [p for n, p in policy.named_parameters() if "lora_" in n]  # both roles' adapters
     distributed.broadcast_params(lora)
     if world > 1:
@@ -367,7 +419,7 @@ def main(argv=None):
             if eval_problems and main_rank and (step in (0, args.steps) or args.eval_every > 0 and step % args.eval_every == 0):
                 log({"phase": "eval", "step": step, **progress.evaluate(policy, tok, eval_problems, args)})
 
-        for role in args.roles if args.sft_steps > 0 else []:
+        for role in [r for r in args.roles if r in ("planner", "coder")] if args.sft_steps > 0 else []:  # sft.py's roles
             if role not in state["sft_done"]:
                 sft.train(policy, tok, problems, role, args, optimizer, metrics_file if main_rank else None)
                 metrics_file.flush()
@@ -380,7 +432,7 @@ def main(argv=None):
                          disable=not main_rank):
             batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
             k = len(batch) // world  # this rank's slice: whole groups, never split
-            m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer)
+            m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
             m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
             state["step"], state["consumed"] = step, state["consumed"] + len(batch)
             m = {"phase": "grpo", "step": step, **m}

@@ -297,3 +297,106 @@ def test_equal_rewards_with_rounding_give_exactly_zero(value, k):  # known bug 3
     assert (r - r.sum(-1, keepdim=True) / k).abs().max() > 0  # the fixture really rounds
     adv, zero = grpo.group_advantages(r, torch.ones(1, k, dtype=torch.bool))
     assert torch.equal(adv, torch.zeros(1, k)) and zero.tolist() == [True]
+
+
+# --- the rollout tree (issue 10): one credit rule for every level ---------------------------------
+
+# node ids: 0 problem | 1, 2 retrievals | 3, 4 plans of r1, 5, 6 plans of r2 | 7..14 codes (2 per plan)
+THREE_LEVEL_PARENT = torch.tensor([-1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6])
+THREE_LEVEL_R = torch.tensor([0.0] * 7 + [1, 0, 0, 1, 1, 0, 0.25, 0])  # code 12 is the empty one
+THREE_LEVEL_OK = torch.tensor([True] * 12 + [False] + [True] * 2)
+
+
+def test_docstring_example_three_level_tree():
+    """grpo.py's module docstring, "Tree": retriever -> planner -> coder with one zero-variance group (r1's
+    plans) and one empty sibling (p21's second code). Catches: a mean of the children's means (r2 = 0.5625:
+    the retrievers' signs flip), the empty code counted as 0 (p21 = 0.5: r2's plans would be [0.5, 0.125]
+    -> A = +-0.99947, and r2 = 0.3125), groups by level instead of by parent (the four plans in one group:
+    p11 would get -0.03125 / 0.31103 = -0.10047 instead of 0), a zero-variance group left non-zero."""
+    R, A, zero = grpo.tree_advantages(THREE_LEVEL_R, THREE_LEVEL_OK, THREE_LEVEL_PARENT, "mean")
+    assert R[1:7].tolist() == pytest.approx([0.5, 1.25 / 3, 0.5, 0.5, 1.0, 0.125], rel=1e-6)
+    d = 0.5 - (0.5 + 1.25 / 3) / 2  # = 1/24
+    assert A[1:3].tolist() == pytest.approx([d / (d + 1e-4), -d / (d + 1e-4)], rel=1e-6)  # +-0.99761
+    assert A[3:5].tolist() == [0.0, 0.0] and zero[3:5].tolist() == [True, True]  # r1's plans: no spread
+    assert A[5:7].tolist() == pytest.approx([0.4375 / 0.4376, -0.4375 / 0.4376], rel=1e-6)  # +-0.99977
+    c = 0.5 / 0.5001
+    assert A[7:].tolist() == pytest.approx([c, -c, -c, c, 0, 0, 0.125 / 0.1251, -0.125 / 0.1251], rel=1e-6)
+    assert A[0].item() == 0.0 and zero[0].item()  # the problem itself is never trained
+
+
+def test_three_level_tree_max_credit():
+    """max credit on the same tree: r1 = max(1, 0, 0, 1) = 1 = r2 -> retrievers 0, 0; plans of r1 [1, 1] -> 0;
+    r2's plans [1, 0.25]: mean 0.625, std 0.375 -> +-0.375 / 0.3751. Catches: max over the empty code's
+    stored reward or a mean used under 'max'."""
+    R, A, _ = grpo.tree_advantages(THREE_LEVEL_R, THREE_LEVEL_OK, THREE_LEVEL_PARENT, "max")
+    assert R[1:7].tolist() == [1.0, 1.0, 1.0, 1.0, 1.0, 0.25]
+    assert A[1:5].tolist() == [0.0] * 4
+    assert A[5:7].tolist() == pytest.approx([0.375 / 0.3751, -0.375 / 0.3751], rel=1e-6)
+    with pytest.raises(ValueError, match="unknown planner credit"):
+        grpo.tree_advantages(THREE_LEVEL_R, THREE_LEVEL_OK, THREE_LEVEL_PARENT, "sum")
+
+
+def test_empty_plan_leaves_its_codes_in_the_retrievers_credit():
+    """An empty plan (node 6 invalid) is left out of its siblings' group, but its codes still count for the
+    retriever above it (they were written and run). r2's plans: p21 alone -> 0, 0; r2 = 0.41667 as before.
+    Catches: an empty plan kept in its group (p21 would get +0.99977), its codes dropped from r2."""
+    ok = THREE_LEVEL_OK.clone()
+    ok[6] = False
+    R, A, zero = grpo.tree_advantages(THREE_LEVEL_R, ok, THREE_LEVEL_PARENT)
+    assert R[2].item() == pytest.approx(1.25 / 3) and A[5:7].tolist() == [0.0, 0.0] and zero[5].item()
+
+
+def test_two_level_case_is_bitwise_the_dense_formulas():
+    """coder_advantages / planner_advantages (now the two-level tree) against the dense formulas written out
+    here (an independent reference: the code of before issue 10), on 200 random [B, G, M] with empty plans
+    and codes; torch.equal, not approx. Catches: any change of today's numbers, e.g. padding that enters a
+    mean, a different summation order, groups reassembled in the wrong order."""
+    def dense_group(r, v, scale):
+        vf = v.float()
+        n = vf.sum(-1, keepdim=True)
+        mean = (r * vf).sum(-1, keepdim=True) / n.clamp(min=1)
+        std = (((r - mean) ** 2 * vf).sum(-1, keepdim=True) / n.clamp(min=1)).sqrt()
+        spread = r.masked_fill(~v, -1e30).amax(-1) - r.masked_fill(~v, 1e30).amin(-1)
+        z = (spread <= 0) | (n.squeeze(-1) < 2)
+        a = (r - mean) / (std + 1e-4) if scale else r - mean
+        return torch.where(v & ~z.unsqueeze(-1), a, torch.zeros_like(a)), z
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        B, G, M = (int(x) for x in torch.randint(1, 5, (3,), generator=g))
+        r = torch.rand(B, G, M, generator=g) if trial % 2 else torch.randint(0, 3, (B, G, M), generator=g) / 2.0
+        v, pv = torch.rand(B, G, M, generator=g) > 0.2, torch.rand(B, G, generator=g) > 0.2
+        scale = trial % 4 < 2
+        assert all(map(torch.equal, grpo.coder_advantages(r, v, "plan", scale), dense_group(r, v, scale)))
+        a, z = dense_group(r.reshape(B, G * M), v.reshape(B, G * M), scale)
+        assert all(map(torch.equal, grpo.coder_advantages(r, v, "problem", scale), (a.view(B, G, M), z)))
+        vf = v.float()
+        mean_credit = (r * vf).sum(-1) / vf.sum(-1).clamp(min=1)
+        max_credit = r.masked_fill(~v, 0.0).amax(-1)
+        for credit, rp in (("mean", mean_credit), ("max", max_credit)):
+            want = dense_group(rp, pv & v.any(-1), scale)
+            assert all(map(torch.equal, grpo.planner_advantages(r, v, pv, credit, scale), want))
+
+
+def test_debugger_group_pass_rate_and_gain():
+    """Two failing programs (pass rates 0.25 and 0), D = 3 repairs each; program 2's last repair has no code.
+    Program 1, pass_rate r = [1, 0.25, 0.5]: mean 7/12, population std sqrt(0.0972222) = 0.311805
+    -> A = [5/12, -4/12, -1/12] / 0.311905 = [1.335871, -1.068697, -0.267174]; gain r = [0.75, 0, 0.25],
+    the same A (a constant shift per group). Program 2: [0.5, 0.5, -]: no spread -> 0, 0, 0.
+    Catches: the repairs of all programs in one group (A of program 1 would change), the gain baseline
+    taken from another program, the empty repair counted as 0 (program 2 would get +-0.7069)."""
+    rep = torch.tensor([[1.0, 0.25, 0.5], [0.5, 0.5, 0.0]])
+    ok = torch.tensor([[True, True, True], [True, True, False]])
+    orig = torch.tensor([0.25, 0.0])
+    s = math.sqrt(((5 / 12) ** 2 + (4 / 12) ** 2 + (1 / 12) ** 2) / 3) + 1e-4
+    want = [5 / 12 / s, -4 / 12 / s, -1 / 12 / s]
+    r, a, zero = grpo.debugger_advantages(rep, ok, orig, "pass_rate")
+    assert r.tolist() == rep.tolist() and a[0].tolist() == pytest.approx(want, rel=1e-6)
+    assert a[1].tolist() == [0.0, 0.0, 0.0] and zero.tolist() == [False, True]
+    rg, ag, _ = grpo.debugger_advantages(rep, ok, orig, "gain")
+    assert rg[0].tolist() == [0.75, 0.0, 0.25] and rg[1].tolist() == [0.5, 0.5, 0.0]
+    assert ag[0].tolist() == pytest.approx(want, rel=1e-6) and ag[1].tolist() == [0.0, 0.0, 0.0]
+    assert grpo.debugger_advantages(rep, ok, orig, "gain", scale=False)[1][0].tolist() == \
+        pytest.approx([5 / 12, -4 / 12, -1 / 12], abs=1e-7)
+    with pytest.raises(ValueError, match="unknown debug reward"):
+        grpo.debugger_advantages(rep, ok, orig, "delta")

@@ -1,0 +1,76 @@
+"""The role registry: every agent of the rollout tree, in tree order, as one small table.
+
+A role is one short file with three pieces (planner.py is the model):
+    messages(problem, upstream)  chat prompt; `upstream` holds what the roles above it produced,
+                                 by key: {"examples": ..., "plan": ..., "program": ..., "feedback": ...}
+    parse(text)                  completion -> what goes downstream (stored under the role's `key`)
+    sft_target(problem)          cold-start SFT completion, or None
+plus its place in the tree (tree.py builds it, grpo.tree_advantages credits it):
+    "expand"  n children under every node of the level above (Retriever R, Planner G, Coder M);
+    "repair"  n children under each program that fails its visible tests (Debugger D); the repairs of
+              one program are one baseline group, rewarded on all tests.
+
+Adding a fifth role: write its file (the three pieces), add ONE line to ROLES below at its place in the
+order, and its tests (tests/test_<role>.py); `--roles` then accepts any chain that contains it
+(`parse_chain`), models.add_role_adapters gives it its own LoRA adapter, tree.build places it.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+import coder
+import debugger
+import planner
+import retriever
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str  # also its LoRA adapter's name
+    place: str  # "expand" or "repair" (module docstring)
+    messages: Callable  # (problem, upstream dict) -> chat messages
+    parse: Callable  # completion text -> value for the roles below, upstream[key]
+    key: str  # name of the parsed output in the upstream dict
+    sft_target: Callable  # problem -> str | None
+    stop: str | None = None  # generation stops at this pattern (a closed code block)
+    program: bool = False  # its output is a program: the sandbox scores it (final reward)
+    empty: str = "zero"  # an empty parse: "zero" (kept in its group with credit 0: an unparseable retrieval,
+    #                      a completion without code) or "drop" (left out of its group: an empty plan, as before)
+
+
+def _planner_messages(problem, upstream: dict) -> list[dict]:
+    return retriever.with_examples(planner.messages(problem), upstream.get("examples") or [])
+
+
+def _coder_messages(problem, upstream: dict) -> list[dict]:
+    return coder.messages(problem, upstream.get("plan"))
+
+
+ROLES = {role.name: role for role in (  # tree order; one line per role
+    Role("retriever", "expand", retriever.messages, retriever.parse, "examples", retriever.sft_target),
+    Role("planner", "expand", _planner_messages, planner.parse, "plan", planner.sft_target, empty="drop"),
+    Role("coder", "expand", _coder_messages, coder.extract_code, "code", coder.sft_target, coder.STOP, True),
+    Role("debugger", "repair", debugger.messages, debugger.parse, "repair", debugger.sft_target, debugger.STOP, True),
+)}
+
+CHAINS = ("coder", "planner,coder", "planner,coder,debugger", "retriever,planner,coder",
+          "retriever,planner,coder,debugger")  # the frameworks of issue 10 (any valid chain is accepted)
+
+
+def parse_chain(text: str) -> list[str]:
+    """'--roles' value -> role names in tree order. A chain names known roles, each once, in the order of
+    ROLES, includes the coder, and puts every 'repair' role after it. Raises ValueError (one line).
+
+    >>> parse_chain("retriever,planner,coder,debugger")
+    ['retriever', 'planner', 'coder', 'debugger']
+    """
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    order = list(ROLES)
+    if bad := [n for n in names if n not in ROLES]:
+        raise ValueError(f"unknown role '{bad[0]}' in --roles {text!r}: roles are {', '.join(order)}")
+    if len(set(names)) != len(names) or names != sorted(names, key=order.index):
+        raise ValueError(f"--roles {text!r}: each role once, in tree order ({','.join(order)})")
+    if "coder" not in names:
+        raise ValueError(f"--roles {text!r}: every chain needs the coder (e.g. {' | '.join(CHAINS)})")
+    if any(ROLES[n].place == "repair" and order.index(n) < order.index("coder") for n in names):
+        raise ValueError(f"--roles {text!r}: a repair role comes after the coder")
+    return names
