@@ -49,8 +49,10 @@ import re
 import reprlib
 
 VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error")
+FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # what the program's side may claim
 TOLERANCE = 1e-6
 INTEGER = re.compile(rb"[+-]?\d+")
+PEAK = re.compile(rb"\d{1,12}")
 DECIMAL = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -193,8 +195,10 @@ class Reports:
             if line.startswith(prefix):
                 with contextlib.suppress(Exception):
                     peak, payload = line[len(prefix):].split(b" ")
+                    if not PEAK.fullmatch(peak):  # KiB: at most 12 digits, no 10**400 (H5)
+                        return
                     message = marshal.loads(bytes.fromhex(payload.decode()))
-                    if isinstance(message, tuple) and message:
+                    if type(message) is tuple and message and type(message[0]) is str:
                         self.messages.append((sender, int(peak), self._digest(message)))
                 return
         if line.strip():
@@ -212,11 +216,19 @@ class Reports:
         if status == "exited 0":
             verdict = "passed" if outputs_match(stdout, expected.encode()) else "failed"
             detail = "" if verdict == "passed" else f"wrong output: got {reprlib.repr(stdout.decode(errors='replace'))}"
-        elif status in VERDICTS:
+        elif status in FAILURES:  # never "passed": only our own comparison passes an I/O test
             verdict, detail = status, stderr_tail or status
         else:  # "exited 3", "killed by SIGSEGV": an error, even when the output was right
             verdict, detail = "error", stderr_tail or status
         return ("io", i, verdict, detail[:300], *timing)
+
+
+def _timing(values):
+    """(cpu s, wall s, mem MiB) as the child claimed them, each a finite int or float in [0, 1e9)
+    (exact types: a forged 10**400 or "x" must not raise here), else None."""
+    values = tuple(values) + (None,) * (3 - len(values))
+    return tuple(float(v) if type(v) in (int, float) and -1 < v < 1e9 and v == v and v >= 0 else None
+                 for v in values[:3])
 
 
 def judge(tests, plans, reports, ended, judged_by):
@@ -229,30 +241,32 @@ def judge(tests, plans, reports, ended, judged_by):
     verdicts, details, timing, phases = [None] * n, [""] * n, [(None, None, None)] * n, set()
     for sender, _, (kind, *args) in reports.messages:
         with contextlib.suppress(IndexError, TypeError, ValueError):  # malformed: ignored
-            if sender == "program" and kind == "sandbox_error":
+            if sender == "program" and kind == "sandbox_error" and ("program", "started") not in phases:
                 return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {args[0]}", timing
-            if sender == "program" and kind == "load_failed" and args[0] in VERDICTS:
-                return args[0], (args[0],) * n, str(args[1]), timing
+            if sender == "program" and kind == "load_failed":  # never "passed": forged (H1)
+                verdict = args[0] if args[0] in FAILURES else "error"
+                return verdict, (verdict,) * n, str(args[1])[:500], timing
             phases.add((sender, kind))
             i = args[0] if kind in ("test", "value", "io") else None
-            if i is None or verdicts[i] is not None:
+            if type(i) is not int or not 0 <= i < n or verdicts[i] is not None:
                 continue
             plan_kind, _, expected = plans[i]
             if kind == "value" and plan_kind in ("value", "check") and sender == "program":
                 verdicts[i] = "passed" if args[1] == expected else "failed"
                 details[i] = f"test {i + 1} failed: {names[i]} (got {reprlib.repr(args[1])})"
-                timing[i] = tuple(args[2:5])
+                timing[i] = _timing(args[2:5])
             elif kind == "io" and plan_kind == "io" and sender == "program" and args[1] in VERDICTS:
                 verdicts[i] = args[1]
                 details[i] = f"{names[i]}: {args[2]}" if args[2] else f"{names[i]}: {args[1]}"
-                timing[i] = tuple(args[3:6])
-            elif kind == "test" and args[1] in VERDICTS and (
-                    args[1] != "passed" or (plan_kind == "statement" and sender == judged_by)):
-                verdicts[i], message = args[1], str(args[2])
+                timing[i] = _timing(args[3:6])
+            elif kind == "test":  # "passed" only from the judge, for a statement test; else a failure
+                judged = args[1] == "passed" and plan_kind == "statement" and sender == judged_by
+                verdicts[i] = args[1] if judged or args[1] in FAILURES else "error"
+                message = str(args[2])
                 details[i] = (f"test {i + 1} failed: {names[i]}" + (f" ({message})" if message else "")
-                              if args[1] == "failed" else f"test {i + 1}: {message or args[1]}")
-                timing[i] = tuple(args[3:6]) if len(args) >= 6 else timing[i]
-    timing = [tuple(None if v is None else round(float(v), 6) for v in t) for t in timing]
+                              if verdicts[i] == "failed" else f"test {i + 1}: {message or verdicts[i]}")
+                timing[i] = _timing(args[3:6]) if len(args) >= 6 else timing[i]
+    timing = [tuple(None if v is None else round(v, 6) for v in t) for t in timing]
     if ("program", "started") not in phases:
         tail = reports.stray.decode(errors="replace").strip() or ended[1]
         return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {tail[:300]}", timing

@@ -9,7 +9,7 @@ import builtins
 import os
 import resource
 from builtins import AssertionError, BaseException, MemoryError, OSError
-from builtins import dict, getattr, issubclass, type, vars
+from builtins import dict, getattr, issubclass, len, str, type, vars
 
 from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGPROF, setitimer
 from _signal import signal as set_handler  # _signal: the C half of `signal`, minus its 5 ms `enum` import
@@ -20,6 +20,7 @@ from os import open as os_open
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 38, 4
+FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # judge.FAILURES: no "passed"
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: each gets a fresh private tmpfs
 RLIM_INFINITY = resource.RLIM_INFINITY
 EFBIG_HINT = "[Errno 27]"  # in the traceback of a write past RLIMIT_FSIZE
@@ -175,8 +176,9 @@ def guarded(fn, cpu_s, wall_s):
             return "memory", "MemoryError"
         except Timeout:
             return "timeout", ""
-        except Verdict as e:
-            return e.args[0], e.args[1]
+        except Verdict as e:  # the program can raise our Verdict too: never a pass (H2)
+            failure = len(e.args) == 2 and type(e.args[0]) is str and e.args[0] in FAILURES
+            return (e.args[0], str(e.args[1])[:300]) if failure else ("error", "Verdict")
         except OSError as e:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails, EFBIG
             return ("output_limit", "output over the limit") if e.errno == EFBIG else ("error", describe(e))
         except BaseException as e:  # SystemExit and KeyboardInterrupt too: not a success

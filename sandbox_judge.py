@@ -16,7 +16,7 @@ from builtins import (BaseException, Exception, RuntimeError, TypeError, ValueEr
 from marshal import dumps
 from os import _exit, close, fork, pipe, write
 
-from sandbox_child import PR_SET_DUMPABLE, Verdict, guarded, is_plain, libc, read_all, receive, send
+from sandbox_child import FAILURES, PR_SET_DUMPABLE, Verdict, guarded, is_plain, libc, read_all, receive, send
 
 
 def start_judge(job, report_fd):
@@ -75,8 +75,10 @@ def judge_process(job, report_fd, calls, answers):
                     break
             _, kind, payload, after, cpu, wall, mem = answer
             spent[0], spent[1], spent[2] = spent[0] + cpu, spent[1] + wall, max(spent[2], mem)
-            if kind == "verdict":
-                raise Verdict(*payload)
+            if kind == "verdict":  # the program's side may claim a failure, never a pass (H2)
+                claimed = payload[0] if type(payload) is tuple and len(payload) == 2 else None
+                raise Verdict(claimed if claimed in FAILURES else "error", str(payload[1])[:300]
+                              if claimed in FAILURES else "a malformed verdict from the program's process")
             if after is not None and is_plain(after):
                 for old, new in zip(args_list, after):
                     if type(old) is type(new) and type(old) in (list, dict, set):
