@@ -12,7 +12,7 @@ import builtins
 import marshal
 import sys
 from builtins import (BaseException, Exception, RuntimeError, TypeError, ValueError, compile, dict, exec,
-                      getattr, isinstance, issubclass, list, str, type, zip)
+                      getattr, isinstance, issubclass, list, str, type, vars, zip)
 from marshal import dumps
 from os import _exit, close, fork, pipe, write
 
@@ -97,7 +97,10 @@ def judge_process(job, report_fd, calls, answers):
         call.__name__ = name
         return call
 
-    program = {name: stub(name) if kind == "call" else value for name, kind, value in names}
+    # Builtins win (H6, our choice): a program's `abs = lambda x: 0` or `range = ...` would
+    # otherwise stand in for the builtin that the setup and tests call, and pass them unsolved.
+    program = {name: stub(name) if kind == "call" else value for name, kind, value in names
+               if name not in vars(builtins)}
     for name in mine["modules"]:  # `assert math.isclose(f(1), 2.5)` with `math` from the program's imports
         try:
             __import__(name)

@@ -311,3 +311,17 @@ def test_runner_started_without_unshare_mounts_nothing_on_the_host(canary, monke
     monkeypatch.setattr(sandbox, "UNSHARE", [])
     r = run_hostile(canary, "def f(x):\n    return 2 * x\n", TWICE)
     assert r.verdict == "passed", r.detail
+
+
+@pytest.mark.parametrize("program, test", [
+    ("abs = lambda x: 0\ndef f(x):\n    return 100\n", "assert abs(f(1) - 2.5) < 1e-6"),
+    ("def range(*a):\n    return []\ndef f(n):\n    return -1\n", "for i in range(3):\n    assert f(i) == i"),
+    ("def all(x):\n    return True\ndef f(n):\n    return -1\n", "assert all(f(i) == i for i in (1, 2))"),
+])
+def test_program_names_never_shadow_builtins_in_the_judge(program, test):
+    """Catches H6: the judge binding the program's top-level callables ahead of builtins, so that
+    `abs = lambda x: 0` or `def range(): return []` passed statement tests with no logic."""
+    r = sandbox.run_program(program, [test], timeout_s=1.0)
+    assert r.tests == ("failed",), (r.verdict, r.tests, r.detail)
+    honest = program.replace("return 100", "return 2.5").replace("return -1", "return n")
+    assert sandbox.run_program(honest, [test], timeout_s=1.0).tests == ("passed",)
