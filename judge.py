@@ -30,14 +30,16 @@ The I/O checker (`outputs_match`), the rule and where it comes from:
     (deepmind/code_contests, execution/tester_sandboxer.cc: absl::StrSplit on " \\n\\t\\r\\v",
     SkipEmpty). LiveCodeBench (lcb_runner/evaluation/testing_util.py, grade_stdio) compares line
     by line after strip(); we drop line structure, as CodeContests does.
-  - equal tokens match. Two tokens that both parse as integers match only if equal (arbitrary
-    precision: no 10^17 == 10^17 + 1 through floats, LiveCodeBench's reason for Decimal).
-  - two tokens that both parse as decimal numbers, at least one not an integer, match when
+  - equal tokens match. An expected token that is an integer wants an integer token of the same
+    value, exactly (any length, as text: "-007" is -7; "1e17" is not 100000000000000001 nor is
+    "123456850.0" 123456789: no tolerance, LiveCodeBench's reason for Decimal).
+  - an expected token with a '.' or an exponent, and a decimal number token, match when
     |out - expected| <= TOLERANCE * max(1, |expected|): absolute OR relative error 1e-6 (our
     choice: the wording of Codeforces statements, "absolute or relative error does not exceed
     1e-6", and testlib's doubleCompare). CodeContests uses an absolute 1e-5 (ValuesMatch,
     kDoublePrecision); LiveCodeBench exact Decimal equality. So 0.30000000000000004 matches 0.3,
-    1e-7 matches 0, 1000000.5 matches 1000000 (relative 5e-7), 0.00001 does not match 0.
+    1e-7 matches 0.0, 1000000.5 matches 1000000.0 (relative 5e-7), 0.00001 does not match 0.0;
+    but 1e-7 does not match 0 nor 3.0 match 3 (an integer expected).
   - case matters (CodeContests lowercases both; LiveCodeBench and testlib's wcmp do not: a "YES"
     for "yes" is wrong here). nan, inf and other words are compared as words.
 """
@@ -168,14 +170,27 @@ def outputs_match(output: bytes, expected: bytes) -> bool:
 
 
 def tokens_match(token: bytes, expected: bytes) -> bool:
+    """One token against the expected one (module docstring). An integer expected token wants an
+    integer token of the same value: no 1e17 for 100000000000000001 (H7).
+
+    >>> tokens_match(b"1e17", b"100000000000000001"), tokens_match(b"-007", b"-7"), tokens_match(b"3", b"3.0")
+    (False, True, True)
+    """
     if token == expected:
         return True
-    if INTEGER.fullmatch(token) and INTEGER.fullmatch(expected):
-        return int(token) == int(expected)
+    if INTEGER.fullmatch(expected):
+        return INTEGER.fullmatch(token) is not None and _integer_text(token) == _integer_text(expected)
     if DECIMAL.fullmatch(token) and DECIMAL.fullmatch(expected):
         a, b = float(token), float(expected)
         return abs(a - b) <= TOLERANCE * max(1.0, abs(b))
     return False
+
+
+def _integer_text(token):
+    """An integer token in one spelling: no "+", no leading zeros, "-0" is "0". Compared as text,
+    not int(): int() refuses more than 4300 digits (sys.int_info.str_digits_check_threshold)."""
+    negative, digits = token.startswith(b"-"), token.lstrip(b"+-").lstrip(b"0") or b"0"
+    return b"-" + digits if negative and digits != b"0" else digits
 
 
 # -- reading the reports --------------------------------------------------------------------------
