@@ -193,6 +193,100 @@ def _integer_text(token):
     return b"-" + digits if negative and digits != b"0" else digits
 
 
+# -- decoding what the child sends (H4) ----------------------------------------------------------
+
+MAX_ITEMS = 1 << 21  # objects in one report (a list of 2M ints is 10 MB of marshal)
+MAX_DEPTH = 100  # nesting of containers
+MAX_SAME_HASH = 8  # keys of one set or dict with one hash: more is a collision attack (k * (2**61 - 1))
+LEAVES = {ord(c): c for c in "NFTSilgysuatAzZ."}
+CONTAINERS = {ord("("): tuple, ord(")"): tuple, ord("["): list, ord("<"): set, ord(">"): frozenset}
+FLAG_REF = 0x80
+
+
+def loads_plain(data: bytes):
+    """marshal.loads for the plain-data subset, with its cost bounded before anything is built:
+    at most MAX_ITEMS objects and MAX_DEPTH levels; marshal's back-references ('r') only to leaves
+    (a reference to a tuple makes a DAG whose hash costs 2**depth); no code objects; at most
+    MAX_SAME_HASH keys of one hash in a set or dict (60k ints of hash 0 cost minutes to insert).
+    Leaves are decoded by marshal itself, one at a time. ValueError for anything else.
+
+    >>> loads_plain(marshal.dumps(("value", 1, [2.5, 10**30], {1: (b"x",)}, {3}, "é" * 2)))
+    ('value', 1, [2.5, 1000000000000000000000000000000], {1: (b'x',)}, {3}, 'éé')
+    """
+    refs, count, pos = [], [0], [0]
+
+    def take(n):
+        if pos[0] + n > len(data):
+            raise ValueError("truncated")
+        pos[0] += n
+        return data[pos[0] - n:pos[0]]
+
+    def size(n=4):
+        return int.from_bytes(take(n), "little", signed=n == 4)
+
+    def keyed(keys):
+        seen = {}
+        for key in keys:
+            h = hash(key)
+            seen[h] = seen.get(h, 0) + 1
+            if seen[h] > MAX_SAME_HASH:
+                raise ValueError("too many keys of one hash")
+
+    def item(depth):
+        count[0] += 1
+        if count[0] > MAX_ITEMS or depth > MAX_DEPTH:
+            raise ValueError("too large")
+        code = take(1)[0]
+        flag, code = code & FLAG_REF, code & ~FLAG_REF
+        slot = len(refs)
+        if flag:
+            refs.append(None)
+        start = pos[0]
+        if code in LEAVES:
+            char = LEAVES[code]
+            if char == "i":
+                take(4)
+            elif char == "l":  # n 15-bit digits, the sign of n the number's
+                take(2 * abs(size()))
+            elif char in "gy":
+                take(8 if char == "g" else 16)
+            elif char in "suatA":
+                take(size())
+            elif char in "zZ":
+                take(size(1))
+            value = marshal.loads(bytes([code]) + data[start:pos[0]])
+        elif code == ord("r"):
+            value = refs[size()]
+            if value is None:  # a reference to a container (or to one not yet built)
+                raise ValueError("a back-reference to a container")
+            return value
+        elif code in CONTAINERS:
+            n = size(1) if code == ord(")") else size()
+            if n < 0 or n > MAX_ITEMS:
+                raise ValueError("too large")
+            items = [item(depth + 1) for _ in range(n)]
+            if code in (ord("<"), ord(">")):
+                keyed(items)
+            value = CONTAINERS[code](items)
+        elif code == ord("{"):
+            pairs = []
+            while data[pos[0]:pos[0] + 1] != b"0":
+                pairs.append((item(depth + 1), item(depth + 1)))
+            take(1)
+            keyed(k for k, _ in pairs)
+            value = dict(pairs)
+        else:
+            raise ValueError(f"marshal code {code:#x} is not plain data")
+        if flag and code in LEAVES:
+            refs[slot] = value
+        return value
+
+    value = item(0)
+    if pos[0] != len(data):
+        raise ValueError("trailing bytes")
+    return value
+
+
 # -- reading the reports --------------------------------------------------------------------------
 
 class Reports:
@@ -212,7 +306,7 @@ class Reports:
                     peak, payload = line[len(prefix):].split(b" ")
                     if not PEAK.fullmatch(peak):  # KiB: at most 12 digits, no 10**400 (H5)
                         return
-                    message = marshal.loads(bytes.fromhex(payload.decode()))
+                    message = loads_plain(bytes.fromhex(payload.decode()))  # bounded cost (H4)
                     if type(message) is tuple and message and type(message[0]) is str:
                         self.messages.append((sender, int(peak), self._digest(message)))
                 return
@@ -255,7 +349,7 @@ def judge(tests, plans, reports, ended, judged_by):
     n = len(plans)
     verdicts, details, timing, phases = [None] * n, [""] * n, [(None, None, None)] * n, set()
     for sender, _, (kind, *args) in reports.messages:
-        with contextlib.suppress(IndexError, TypeError, ValueError):  # malformed: ignored
+        with contextlib.suppress(IndexError, TypeError, ValueError, RecursionError):  # malformed: ignored
             if sender == "program" and kind == "sandbox_error" and ("program", "started") not in phases:
                 return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {args[0]}", timing
             if sender == "program" and kind == "load_failed":  # never "passed": forged (H1)

@@ -256,3 +256,31 @@ def test_malformed_reports_never_raise(body):
     r = sandbox.run_program(program, ["assert f(1) == 2"], timeout_s=1.0)
     assert r.tests == ("failed",) and r.peak_rss_mb < 1e6, (r.verdict, r.tests, r.detail)
     assert all(v is None or 0 <= v < 1e9 for v in r.test_cpu_s + r.test_wall_s + r.test_mem_mb)
+
+
+SEND_RAW = FIND + '''
+import os, marshal
+fd = next(f.f_locals["report_fd"] for f in _frames() if "report_fd" in f.f_locals)
+token = next(f.f_locals["job"]["token"] for f in _frames() if isinstance(f.f_locals.get("job"), dict))
+os.write(fd, token.encode() + b" 0 " + MESSAGE.hex().encode() + b"\\n")
+def f(x):
+    return x
+'''
+
+
+@pytest.mark.parametrize("make", [
+    # a set of 30 000 distinct ints of hash 0: quadratic to build
+    'items = b"".join(marshal.dumps(k * ((1 << 61) - 1)) for k in range(1, 30001))\n'
+    'MESSAGE = b")\\x06" + marshal.dumps("value") + marshal.dumps(0) + b"<" + (30000).to_bytes(4, "little")'
+    ' + items + marshal.dumps(0.0) * 3',
+    # a 60-deep tuple DAG through marshal's back-references, in a set: 2**60 hash calls
+    'A = ()\nfor _ in range(60):\n    A = (A, A)\nMESSAGE = marshal.dumps(("value", 0, [A], 0.0, 0.0, 0.0))\n'
+    'i = MESSAGE.index(b"[\\x01\\x00\\x00\\x00")\nMESSAGE = MESSAGE[:i] + b"<" + MESSAGE[i + 1:]',
+    'MESSAGE = marshal.dumps(("value", 0, compile("1", "", "eval"), 0.0, 0.0, 0.0))',
+], ids=["hash-collisions", "tuple-dag", "code-object"])
+def test_a_costly_report_is_refused_before_it_is_built(make):
+    """Catches H4: marshal.loads of the child's report in the parent's read loop (no deadline,
+    the GIL held): a colliding set or a reference DAG froze the parent for seconds to forever.
+    judge.loads_plain refuses them; the honest value report that follows is judged (1 != 2)."""
+    r = sandbox.run_program(SEND_RAW.replace("fd = next", make + "\nfd = next", 1), ["assert f(1) == 2"], timeout_s=1.0)
+    assert r.tests == ("failed",) and "got 1" in r.detail, (r.verdict, r.tests, r.detail)
