@@ -22,6 +22,11 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 163
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 38, 4
 FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # judge.FAILURES: no "passed"
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: each gets a fresh private tmpfs
+# Other world-writable dirs of common distributions: each gets an empty READ-ONLY tmpfs, so that no
+# file there outlives the run or reaches another run (H8). Our choice: a fixed list, not a walk of
+# the filesystem per run; a host with other world-writable dirs should add them here.
+LOCKED_DIRS = ("/run/lock", "/var/lock", "/var/crash", "/var/metrics", "/run/screen", "/var/mail")
+MS_RDONLY = 1
 RLIM_INFINITY = resource.RLIM_INFINITY
 EFBIG_HINT = "[Errno 27]"  # in the traceback of a write past RLIMIT_FSIZE
 FRAME_LIMIT = 64 << 20  # the largest message on the runner <-> judge pipes
@@ -52,6 +57,8 @@ def private_mounts(expose):
             os.makedirs(keep, exist_ok=True)
             libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
             os.close(fd)
+    for path in sorted({os.path.realpath(p) for p in LOCKED_DIRS if os.path.isdir(p)} - set(shown) - set(TMP_DIRS)):
+        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=755")
     os.chdir("/tmp")
     libc("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries gain nothing
 

@@ -327,3 +327,15 @@ def test_program_names_never_shadow_builtins_in_the_judge(program, test):
     assert r.tests == ("failed",), (r.verdict, r.tests, r.detail)
     honest = program.replace("return 100", "return 2.5").replace("return -1", "return n")
     assert sandbox.run_program(honest, [test], timeout_s=1.0).tests == ("passed",)
+
+
+def test_no_persistent_write_through_run_lock():
+    """Catches H8: /run/lock (and /var/lock, its link) writable by the run and shared with the host,
+    so a file written there outlived the run and reached the next one. Both writes now fail."""
+    name = f"sandfix-{os.getpid()}"
+    program = ("def f(d):\n    try:\n        open(d + '/" + name + "', 'w').write('x')\n        return 'wrote'\n"
+               "    except OSError as e:\n        return type(e).__name__\n")
+    r = sandbox.run_program(program, ["assert f('/run/lock') == 'OSError'", "assert f('/var/lock') == 'OSError'"],
+                            timeout_s=1.0)
+    assert r.tests == ("passed", "passed"), r.detail
+    assert not any(os.path.exists(f"{d}/{name}") for d in ("/run/lock", "/var/lock"))
