@@ -277,8 +277,8 @@ def loads_plain(data: bytes):
             value = dict(pairs)
         else:
             raise ValueError(f"marshal code {code:#x} is not plain data")
-        if flag and code in LEAVES:
-            refs[slot] = value
+        if flag and (code in LEAVES or value == () and type(value) in (tuple, frozenset)):
+            refs[slot] = value  # a leaf, or the empty tuple (one shared object in CPython): harmless
         return value
 
     value = item(0)

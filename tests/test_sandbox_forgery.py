@@ -284,3 +284,11 @@ def test_a_costly_report_is_refused_before_it_is_built(make):
     judge.loads_plain refuses them; the honest value report that follows is judged (1 != 2)."""
     r = sandbox.run_program(SEND_RAW.replace("fd = next", make + "\nfd = next", 1), ["assert f(1) == 2"], timeout_s=1.0)
     assert r.tests == ("failed",) and "got 1" in r.detail, (r.verdict, r.tests, r.detail)
+
+
+def test_honest_reports_with_shared_empty_tuples_decode():
+    """Catches a loads_plain that refuses every back-reference to a container: marshal writes the
+    shared empty tuple once and refers to it after (HumanEval/148 returns () three times)."""
+    program = "def f(x):\n    return ((), (x, ()), frozenset(), frozenset())\n"
+    r = sandbox.run_program(program, ["assert f(1) == ((), (1, ()), frozenset(), frozenset())"], timeout_s=1.0)
+    assert r.tests == ("passed",), r.detail
