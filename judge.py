@@ -30,14 +30,16 @@ The I/O checker (`outputs_match`), the rule and where it comes from:
     (deepmind/code_contests, execution/tester_sandboxer.cc: absl::StrSplit on " \\n\\t\\r\\v",
     SkipEmpty). LiveCodeBench (lcb_runner/evaluation/testing_util.py, grade_stdio) compares line
     by line after strip(); we drop line structure, as CodeContests does.
-  - equal tokens match. Two tokens that both parse as integers match only if equal (arbitrary
-    precision: no 10^17 == 10^17 + 1 through floats, LiveCodeBench's reason for Decimal).
-  - two tokens that both parse as decimal numbers, at least one not an integer, match when
+  - equal tokens match. An expected token that is an integer wants an integer token of the same
+    value, exactly (any length, as text: "-007" is -7; "1e17" is not 100000000000000001 nor is
+    "123456850.0" 123456789: no tolerance, LiveCodeBench's reason for Decimal).
+  - an expected token with a '.' or an exponent, and a decimal number token, match when
     |out - expected| <= TOLERANCE * max(1, |expected|): absolute OR relative error 1e-6 (our
     choice: the wording of Codeforces statements, "absolute or relative error does not exceed
     1e-6", and testlib's doubleCompare). CodeContests uses an absolute 1e-5 (ValuesMatch,
     kDoublePrecision); LiveCodeBench exact Decimal equality. So 0.30000000000000004 matches 0.3,
-    1e-7 matches 0, 1000000.5 matches 1000000 (relative 5e-7), 0.00001 does not match 0.
+    1e-7 matches 0.0, 1000000.5 matches 1000000.0 (relative 5e-7), 0.00001 does not match 0.0;
+    but 1e-7 does not match 0 nor 3.0 match 3 (an integer expected).
   - case matters (CodeContests lowercases both; LiveCodeBench and testlib's wcmp do not: a "YES"
     for "yes" is wrong here). nan, inf and other words are compared as words.
 """
@@ -49,8 +51,10 @@ import re
 import reprlib
 
 VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error")
+FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # what the program's side may claim
 TOLERANCE = 1e-6
 INTEGER = re.compile(rb"[+-]?\d+")
+PEAK = re.compile(rb"\d{1,12}")
 DECIMAL = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -166,14 +170,121 @@ def outputs_match(output: bytes, expected: bytes) -> bool:
 
 
 def tokens_match(token: bytes, expected: bytes) -> bool:
+    """One token against the expected one (module docstring). An integer expected token wants an
+    integer token of the same value: no 1e17 for 100000000000000001 (H7).
+
+    >>> tokens_match(b"1e17", b"100000000000000001"), tokens_match(b"-007", b"-7"), tokens_match(b"3", b"3.0")
+    (False, True, True)
+    """
     if token == expected:
         return True
-    if INTEGER.fullmatch(token) and INTEGER.fullmatch(expected):
-        return int(token) == int(expected)
+    if INTEGER.fullmatch(expected):
+        return INTEGER.fullmatch(token) is not None and _integer_text(token) == _integer_text(expected)
     if DECIMAL.fullmatch(token) and DECIMAL.fullmatch(expected):
         a, b = float(token), float(expected)
         return abs(a - b) <= TOLERANCE * max(1.0, abs(b))
     return False
+
+
+def _integer_text(token):
+    """An integer token in one spelling: no "+", no leading zeros, "-0" is "0". Compared as text,
+    not int(): int() refuses more than 4300 digits (sys.int_info.str_digits_check_threshold)."""
+    negative, digits = token.startswith(b"-"), token.lstrip(b"+-").lstrip(b"0") or b"0"
+    return b"-" + digits if negative and digits != b"0" else digits
+
+
+# -- decoding what the child sends (H4) ----------------------------------------------------------
+
+MAX_ITEMS = 1 << 21  # objects in one report (a list of 2M ints is 10 MB of marshal)
+MAX_DEPTH = 100  # nesting of containers
+MAX_SAME_HASH = 8  # keys of one set or dict with one hash: more is a collision attack (k * (2**61 - 1))
+LEAVES = {ord(c): c for c in "NFTSilgysuatAzZ."}
+CONTAINERS = {ord("("): tuple, ord(")"): tuple, ord("["): list, ord("<"): set, ord(">"): frozenset}
+FLAG_REF = 0x80
+
+
+def loads_plain(data: bytes):
+    """marshal.loads for the plain-data subset, with its cost bounded before anything is built:
+    at most MAX_ITEMS objects and MAX_DEPTH levels; marshal's back-references ('r') only to leaves
+    (a reference to a tuple makes a DAG whose hash costs 2**depth); no code objects; at most
+    MAX_SAME_HASH keys of one hash in a set or dict (60k ints of hash 0 cost minutes to insert).
+    Leaves are decoded by marshal itself, one at a time. ValueError for anything else.
+
+    >>> loads_plain(marshal.dumps(("value", 1, [2.5, 10**30], {1: (b"x",)}, {3}, "é" * 2)))
+    ('value', 1, [2.5, 1000000000000000000000000000000], {1: (b'x',)}, {3}, 'éé')
+    """
+    refs, count, pos = [], [0], [0]
+
+    def take(n):
+        if pos[0] + n > len(data):
+            raise ValueError("truncated")
+        pos[0] += n
+        return data[pos[0] - n:pos[0]]
+
+    def size(n=4):
+        return int.from_bytes(take(n), "little", signed=n == 4)
+
+    def keyed(keys):
+        seen = {}
+        for key in keys:
+            h = hash(key)
+            seen[h] = seen.get(h, 0) + 1
+            if seen[h] > MAX_SAME_HASH:
+                raise ValueError("too many keys of one hash")
+
+    def item(depth):
+        count[0] += 1
+        if count[0] > MAX_ITEMS or depth > MAX_DEPTH:
+            raise ValueError("too large")
+        code = take(1)[0]
+        flag, code = code & FLAG_REF, code & ~FLAG_REF
+        slot = len(refs)
+        if flag:
+            refs.append(None)
+        start = pos[0]
+        if code in LEAVES:
+            char = LEAVES[code]
+            if char == "i":
+                take(4)
+            elif char == "l":  # n 15-bit digits, the sign of n the number's
+                take(2 * abs(size()))
+            elif char in "gy":
+                take(8 if char == "g" else 16)
+            elif char in "suatA":
+                take(size())
+            elif char in "zZ":
+                take(size(1))
+            value = marshal.loads(bytes([code]) + data[start:pos[0]])
+        elif code == ord("r"):
+            value = refs[size()]
+            if value is None:  # a reference to a container (or to one not yet built)
+                raise ValueError("a back-reference to a container")
+            return value
+        elif code in CONTAINERS:
+            n = size(1) if code == ord(")") else size()
+            if n < 0 or n > MAX_ITEMS:
+                raise ValueError("too large")
+            items = [item(depth + 1) for _ in range(n)]
+            if code in (ord("<"), ord(">")):
+                keyed(items)
+            value = CONTAINERS[code](items)
+        elif code == ord("{"):
+            pairs = []
+            while data[pos[0]:pos[0] + 1] != b"0":
+                pairs.append((item(depth + 1), item(depth + 1)))
+            take(1)
+            keyed(k for k, _ in pairs)
+            value = dict(pairs)
+        else:
+            raise ValueError(f"marshal code {code:#x} is not plain data")
+        if flag and (code in LEAVES or value == () and type(value) in (tuple, frozenset)):
+            refs[slot] = value  # a leaf, or the empty tuple (one shared object in CPython): harmless
+        return value
+
+    value = item(0)
+    if pos[0] != len(data):
+        raise ValueError("trailing bytes")
+    return value
 
 
 # -- reading the reports --------------------------------------------------------------------------
@@ -193,8 +304,10 @@ class Reports:
             if line.startswith(prefix):
                 with contextlib.suppress(Exception):
                     peak, payload = line[len(prefix):].split(b" ")
-                    message = marshal.loads(bytes.fromhex(payload.decode()))
-                    if isinstance(message, tuple) and message:
+                    if not PEAK.fullmatch(peak):  # KiB: at most 12 digits, no 10**400 (H5)
+                        return
+                    message = loads_plain(bytes.fromhex(payload.decode()))  # bounded cost (H4)
+                    if type(message) is tuple and message and type(message[0]) is str:
                         self.messages.append((sender, int(peak), self._digest(message)))
                 return
         if line.strip():
@@ -212,11 +325,19 @@ class Reports:
         if status == "exited 0":
             verdict = "passed" if outputs_match(stdout, expected.encode()) else "failed"
             detail = "" if verdict == "passed" else f"wrong output: got {reprlib.repr(stdout.decode(errors='replace'))}"
-        elif status in VERDICTS:
+        elif status in FAILURES:  # never "passed": only our own comparison passes an I/O test
             verdict, detail = status, stderr_tail or status
         else:  # "exited 3", "killed by SIGSEGV": an error, even when the output was right
             verdict, detail = "error", stderr_tail or status
         return ("io", i, verdict, detail[:300], *timing)
+
+
+def _timing(values):
+    """(cpu s, wall s, mem MiB) as the child claimed them, each a finite int or float in [0, 1e9)
+    (exact types: a forged 10**400 or "x" must not raise here), else None."""
+    values = tuple(values) + (None,) * (3 - len(values))
+    return tuple(float(v) if type(v) in (int, float) and -1 < v < 1e9 and v == v and v >= 0 else None
+                 for v in values[:3])
 
 
 def judge(tests, plans, reports, ended, judged_by):
@@ -228,31 +349,33 @@ def judge(tests, plans, reports, ended, judged_by):
     n = len(plans)
     verdicts, details, timing, phases = [None] * n, [""] * n, [(None, None, None)] * n, set()
     for sender, _, (kind, *args) in reports.messages:
-        with contextlib.suppress(IndexError, TypeError, ValueError):  # malformed: ignored
-            if sender == "program" and kind == "sandbox_error":
+        with contextlib.suppress(IndexError, TypeError, ValueError, RecursionError):  # malformed: ignored
+            if sender == "program" and kind == "sandbox_error" and ("program", "started") not in phases:
                 return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {args[0]}", timing
-            if sender == "program" and kind == "load_failed" and args[0] in VERDICTS:
-                return args[0], (args[0],) * n, str(args[1]), timing
+            if sender == "program" and kind == "load_failed":  # never "passed": forged (H1)
+                verdict = args[0] if args[0] in FAILURES else "error"
+                return verdict, (verdict,) * n, str(args[1])[:500], timing
             phases.add((sender, kind))
             i = args[0] if kind in ("test", "value", "io") else None
-            if i is None or verdicts[i] is not None:
+            if type(i) is not int or not 0 <= i < n or verdicts[i] is not None:
                 continue
             plan_kind, _, expected = plans[i]
             if kind == "value" and plan_kind in ("value", "check") and sender == "program":
                 verdicts[i] = "passed" if args[1] == expected else "failed"
                 details[i] = f"test {i + 1} failed: {names[i]} (got {reprlib.repr(args[1])})"
-                timing[i] = tuple(args[2:5])
+                timing[i] = _timing(args[2:5])
             elif kind == "io" and plan_kind == "io" and sender == "program" and args[1] in VERDICTS:
                 verdicts[i] = args[1]
                 details[i] = f"{names[i]}: {args[2]}" if args[2] else f"{names[i]}: {args[1]}"
-                timing[i] = tuple(args[3:6])
-            elif kind == "test" and args[1] in VERDICTS and (
-                    args[1] != "passed" or (plan_kind == "statement" and sender == judged_by)):
-                verdicts[i], message = args[1], str(args[2])
+                timing[i] = _timing(args[3:6])
+            elif kind == "test":  # "passed" only from the judge, for a statement test; else a failure
+                judged = args[1] == "passed" and plan_kind == "statement" and sender == judged_by
+                verdicts[i] = args[1] if judged or args[1] in FAILURES else "error"
+                message = str(args[2])
                 details[i] = (f"test {i + 1} failed: {names[i]}" + (f" ({message})" if message else "")
-                              if args[1] == "failed" else f"test {i + 1}: {message or args[1]}")
-                timing[i] = tuple(args[3:6]) if len(args) >= 6 else timing[i]
-    timing = [tuple(None if v is None else round(float(v), 6) for v in t) for t in timing]
+                              if verdicts[i] == "failed" else f"test {i + 1}: {message or verdicts[i]}")
+                timing[i] = _timing(args[3:6]) if len(args) >= 6 else timing[i]
+    timing = [tuple(None if v is None else round(v, 6) for v in t) for t in timing]
     if ("program", "started") not in phases:
         tail = reports.stray.decode(errors="replace").strip() or ended[1]
         return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {tail[:300]}", timing

