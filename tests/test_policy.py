@@ -9,6 +9,7 @@ import data
 import rollout
 import sandbox
 import train
+import update
 
 CHATS = [[{"role": "user", "content": "Write a function that adds two numbers."}],
          [{"role": "user", "content": "Hi"}]]  # different lengths: row 2 is left-padded
@@ -233,7 +234,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
         tiny_policy.zero_grad(set_to_none=True)
         adv, _ = train.grpo.group_advantages(torch.tensor([rewards]), torch.ones(1, 4, dtype=torch.bool))
         clock = train.Clock("cpu")
-        loss, _ = train.policy_update(tiny_policy, "coder", r, adv[0], torch.ones(4, dtype=torch.bool), 8, args, clock)
+        loss, _ = update.policy_update(tiny_policy, "coder", r, adv[0], torch.ones(4, dtype=torch.bool), 8, args, clock)
         grads = [p.grad for n, p in tiny_policy.named_parameters() if "lora_B.coder" in n]
         if expect_grad:
             assert all(g is not None and torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
@@ -243,7 +244,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
 
 def coder_grads(policy, r, adv, args):
     policy.zero_grad(set_to_none=True)
-    loss, _ = train.policy_update(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16, args,
+    loss, _ = update.policy_update(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16, args,
                                   train.Clock("cpu"))
     return loss, {n: p.grad.clone() for n, p in policy.named_parameters() if "lora_" in n and p.grad is not None}
 
