@@ -60,6 +60,29 @@ def test_four_bit_base_loads_as_nf4():
     assert tok.padding_side == "left" and tok.pad_token_id == tok.eos_token_id
 
 
+def test_train_two_steps_all_four_roles_on_the_embedded_model(tmp_path):
+    """Issue 10: MapCoder's chain on the embedded model, shrunk (R=2 retrievals x G=1 plan x M=2 codes,
+    D=2 repairs per failing program). Catches: a role missing from the tree or from the saved adapters,
+    a step that counts repairs as programs (4 coder verdicts per problem), repairs of passing programs
+    (at most 2 per failing program)."""
+    out = tmp_path / "four"
+    p = run("train.py", "--roles", "retriever,planner,coder,debugger", "--steps", "2", "--sft-steps", "1",
+            "--sft-batch", "2", "--problems-per-step", "1", "--num-retrievals", "2", "--num-plans", "1",
+            "--codes-per-plan", "2", "--num-repairs", "2", "--max-retrieval-tokens", "24",
+            "--max-plan-tokens", "16", "--max-code-tokens", "32", "--out", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in steps if m["phase"] == "grpo"]
+    assert [m["step"] for m in steps] == [1, 2]
+    for m in steps:
+        assert sum(m["verdicts"].values()) == 4  # R * G * M programs, repairs not among them
+        failing = 4 - m["verdicts"].get("passed", 0)
+        assert m["repairs"] <= 2 * failing
+        assert {f"frac_zero_std_{r}" for r in ("retriever", "planner", "coder")} <= m.keys()
+    for role in ("retriever", "planner", "coder", "debugger"):
+        assert (out / "adapters" / role / "adapter_model.safetensors").exists(), role
+
+
 def test_train_two_steps_embedded_4bit(tmp_path):
     """README's main job, shrunk: 2 GRPO steps (+1 SFT step per role) on the embedded model, 4-bit."""
     out = tmp_path / "run"
