@@ -66,7 +66,6 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     chain = roles.parse_chain(MODES[mode])
     planned = "planner" in chain
     sizes = {"retriever": 1, "planner": args.n, "coder": 1 if planned else args.n, "debugger": 1}
-    budget = {"retriever": getattr(args, "max_retrieval_tokens", 96), "planner": args.max_plan_tokens}
     tokens, truncated, out = {r: [] for r in chain}, [], []
     peft = sys.modules.get("peft")  # a PeftModel exists only once peft is imported (its import loads bitsandbytes)
     is_peft = peft is not None and isinstance(model, peft.PeftModel)
@@ -76,7 +75,7 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
         if trained:
             model.set_adapter(adapters[role])
         with model.disable_adapter() if is_peft and not trained else nullcontext():
-            r = rollout.sample(model, tok, chats, n, budget.get(role, args.max_code_tokens), args.temperature,
+            r = rollout.sample(model, tok, chats, n, roles.max_tokens(args, role), args.temperature,
                                stop=roles.ROLES[role].stop)
         tokens[role] += r.mask.sum(1).tolist()
         if role == "coder":

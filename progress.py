@@ -33,7 +33,7 @@ def evaluate(policy, tok, problems, args) -> dict:
     (means over rows), eval_verdicts {verdict: count}, eval_s (seconds)}."""
     ns = SimpleNamespace(n=1, temperature=0.0, batch_size=16, max_plan_tokens=args.max_plan_tokens,
                          max_code_tokens=args.max_code_tokens, sandbox_timeout=args.sandbox_timeout,
-                         workers=args.workers, max_retrieval_tokens=getattr(args, "max_retrieval_tokens", 96))
+                         workers=args.workers, max_retrieval_tokens=args.max_retrieval_tokens)
     chain = [r for r in args.roles if not (r == "retriever" and getattr(args, "retrieval", "recall") == "corpus")]
     saved, t = checkpoint.rng_state(), time.perf_counter()
     try:  # the run's own framework (eval.MODES), with its trained adapters

@@ -35,6 +35,7 @@ class Role:
     program: bool = False  # its output is a program: the sandbox scores it (final reward)
     empty: str = "zero"  # an empty parse: "zero" (kept in its group with credit 0: an unparseable retrieval,
     #                      a completion without code) or "drop" (left out of its group: an empty plan, as before)
+    budget: str = "max_code_tokens"  # the flag (args attribute) holding its completions' token budget
 
 
 def _planner_messages(problem, upstream: dict) -> list[dict]:
@@ -46,14 +47,21 @@ def _coder_messages(problem, upstream: dict) -> list[dict]:
 
 
 ROLES = {role.name: role for role in (  # tree order; one line per role
-    Role("retriever", "expand", retriever.messages, retriever.parse, "examples", retriever.sft_target),
-    Role("planner", "expand", _planner_messages, planner.parse, "plan", planner.sft_target, empty="drop"),
+    Role("retriever", "expand", retriever.messages, retriever.parse, "examples", retriever.sft_target,
+         budget="max_retrieval_tokens"),
+    Role("planner", "expand", _planner_messages, planner.parse, "plan", planner.sft_target, empty="drop",
+         budget="max_plan_tokens"),
     Role("coder", "expand", _coder_messages, coder.extract_code, "code", coder.sft_target, coder.STOP, True),
     Role("debugger", "repair", debugger.messages, debugger.parse, "repair", debugger.sft_target, debugger.STOP, True),
 )}
 
 CHAINS = ("coder", "planner,coder", "planner,coder,debugger", "retriever,planner,coder",
           "retriever,planner,coder,debugger")  # the frameworks of issue 10 (any valid chain is accepted)
+
+
+def max_tokens(args, role: str) -> int:
+    """The token budget of a role's completions (--max-<...>-tokens; the constant of 'dr_grpo')."""
+    return getattr(args, ROLES[role].budget)
 
 
 def parse_chain(text: str) -> list[str]:

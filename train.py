@@ -187,11 +187,6 @@ GEN_PHASE = {"retriever": "retrieval_generation", "planner": "plan_generation", 
              "debugger": "repair_generation"}  # --profile rows (progress.PHASES)
 
 
-def max_tokens(args, role: str) -> int:
-    """The token budget of a role's completions (the constant of 'dr_grpo')."""
-    return {"retriever": args.max_retrieval_tokens, "planner": args.max_plan_tokens}.get(role, args.max_code_tokens)
-
-
 def tree_sizes(args) -> dict:
     """Children per node of each role (tree.build): R retrievals, G plans, M codes per plan (G*M codes per
     problem for the single agent, --roles coder), D repairs per failing program."""
@@ -218,7 +213,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     def generate(role, chats, n):
         with clock(GEN_PHASE.get(role, f"{role}_generation")):
             policy.set_adapter(role)
-            return rollout.sample(policy, tok, chats, n, max_tokens(args, role), args.temperature, args.top_p,
+            return rollout.sample(policy, tok, chats, n, roles.max_tokens(args, role), args.temperature, args.top_p,
                                   stop=roles.ROLES[role].stop)
 
     def run(jobs):
@@ -240,7 +235,8 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     scale = args.scale_rewards == "group"
     credit = tree.advantages(t, args.planner_credit, scale, args.coder_baseline, args.debug_reward, args.debug_gamma)
     active = [role for role in args.roles if role in credit]  # a debugger with no failing program: no rows
-    work = {role: (t.outputs[role][0], credit[role].adv, credit[role].valid, max_tokens(args, role)) for role in active}
+    work = {role: (t.outputs[role][0], credit[role].adv, credit[role].valid, roles.max_tokens(args, role))
+            for role in active}
     metrics = {f"frac_zero_std_{role}": credit[role].zero_std for role in active}
 
     olds = {}
