@@ -27,8 +27,11 @@ from pathlib import Path
 
 import torch
 
+import roles
+
 # flags that may change on --resume: they do not change what the steps compute
-RUNTIME_FLAGS = {"resume", "out", "workers", "profile", "report_to", "keep_checkpoints", "save_every", "steps"}
+RUNTIME_FLAGS = {"resume", "out", "workers", "profile", "report_to", "keep_checkpoints", "save_every", "steps",
+                 "time_budget"}
 
 
 class CheckpointError(Exception):
@@ -51,9 +54,7 @@ def resume_args(ap: argparse.ArgumentParser, argv, run_dir: str) -> argparse.Nam
     given = vars(ap.parse_args(argv))
     for k, v in given.items():
         want = cfg.get(k, defaults.get(k))
-        if k == "roles":
-            import roles  # noqa: E402 (the chain as train.get_args reads it)
-
+        if k == "roles":  # the chain as train.get_args reads it
             v = [r for r in roles.ROLES if r in v.split(",")]
         if k in RUNTIME_FLAGS or (k in ("device", "quant", "dtype") and v == "auto"):
             continue
@@ -67,20 +68,31 @@ def resume_args(ap: argparse.ArgumentParser, argv, run_dir: str) -> argparse.Nam
 
 def fresh_state() -> dict:
     """A run's position before anything ran (what state.json holds)."""
-    return {"step": 0, "consumed": 0, "sft_done": [], "metrics_bytes": 0, "samples_bytes": 0, "wall_s": 0.0}
+    return {"step": 0, "consumed": 0, "sft_done": [], "metrics_bytes": 0, "samples_bytes": 0, "wall_s": 0.0,
+            "grpo_s": 0.0}
 
 
 def finished(args, run_dir: Path, ckpt: Path, main_rank: bool = True) -> bool:
     """True (and one line printed) when the latest checkpoint is the run's end."""
     state = state_of(ckpt)
-    sft_left = [r for r in (args.roles if args.sft_steps > 0 else []) if r not in state["sft_done"]]
-    if state["step"] < args.steps or sft_left:
+    sft_left = [r for r in (roles.sft_roles(args.roles) if args.sft_steps > 0 else []) if r not in state["sft_done"]]
+    if (state["step"] < args.steps and not budget_spent(args, state)) or sft_left:
         return False
     if main_rank and not (Path(run_dir) / "adapters").exists():  # killed after its last checkpoint
         shutil.copytree(ckpt / "adapters", Path(run_dir) / "adapters")
     if main_rank:
-        print(f"{run_dir} is already finished: step {state['step']} of {args.steps} (raise --steps to go on)")
+        why = (f"--time-budget {args.time_budget:g} min spent: raise it to go on" if state["step"] < args.steps
+               else "raise --steps to go on")
+        print(f"{run_dir} is already finished: step {state['step']} of {args.steps} ({why})")
     return True
+
+
+def budget_spent(args, state: dict) -> bool:
+    """--time-budget MIN: True once the GRPO steps so far (state['grpo_s'], seconds of step wall time,
+    evaluation and checkpoints not counted) reach MIN minutes. Our choice: equal GRPO time, not equal
+    steps, is how `make experiment` compares systems whose steps cost differently."""
+    budget = getattr(args, "time_budget", None)
+    return budget is not None and state.get("grpo_s", 0.0) >= 60 * budget
 
 
 def prepare(run_dir: Path, config: dict, ckpt: Path | None, state: dict):

@@ -9,8 +9,9 @@ Mode 'direct': the Coder writes code from the problem alone; 'plan': the Planner
 and the Coder follows it; 'plan+debug', 'retrieve+plan' and 'mapcoder' (retriever, planner, coder,
 debugger: MapCoder's chain) add a Retriever above the Planner and / or a Debugger that repairs each
 program failing its visible test, up to --debug-rounds times (MODES; one tree builder, tree.py, as in
-training). --compare evaluates base direct, base plan and each run in its own mode
-(plan for a Planner+Coder run, direct for a single-agent `--roles coder` run) on every dataset, then
+training). --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
+each run in its own mode (plan for a Planner+Coder run, direct for a single-agent `--roles coder` run,
+mapcoder for the four-role chain, ...: mode_of) on every dataset, then
 report.py writes results.json, results.md (the paper-style table) and curves.png.
 Each problem's reference solution (our records' `solution`, HumanEval's prompt + canonical solution,
 MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (efficiency.py). The
@@ -50,6 +51,16 @@ def mode_of(chain) -> str:
     """The eval mode of a train.py run's roles (its config's 'roles'), e.g. ['planner', 'coder'] -> 'plan'."""
     text = ",".join(chain)
     return next((m for m, c in MODES.items() if c == text), "plan" if "planner" in chain else "direct")
+
+
+def base_modes(run_modes: list) -> list:
+    """The base model's rows of a --compare: direct and plan, and every other mode a compared run is in
+    (so a MapCoder-chain run is tested against the base in its own chain), in MODES order.
+
+    >>> base_modes(["plan", "mapcoder", "direct"])
+    ['direct', 'plan', 'mapcoder']
+    """
+    return [m for m in MODES if m in ("direct", "plan") or m in run_modes]
 
 
 def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -> tuple[list, dict]:
@@ -152,10 +163,12 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
 
 
 def load_runs(model, runs: list) -> tuple:
-    """Attach each run's adapters (names '<i>_<role>') to one base; returns (model, systems, against).
+    """Attach each run's adapters (names '<i>_<role>') to one base; returns (model, systems, against, siblings).
 
     against: {run system name: [names of the systems it is tested against]}: the base model in the same
     mode, and the run it started from (its config's --init) when that run is compared too.
+    siblings: {run system name: [earlier runs of the list with the same --init]}: e.g. single-agent vs
+    collaborative GRPO from one SFT (`make experiment`), tested against each other too.
     """
     systems, inits, paths = [], {}, {}
     for i, spec in enumerate(runs):
@@ -173,7 +186,9 @@ def load_runs(model, runs: list) -> tuple:
         paths[path.resolve()] = systems[-1][0]
         inits[systems[-1][0]] = Path(cfg["init"]).resolve() if cfg.get("init") else None
     against = {s: [f"base {m}"] + ([paths[inits[s]]] if inits[s] in paths else []) for s, _, m in systems}
-    return model, systems, against
+    names = [s for s, _, _ in systems]
+    siblings = {s: [o for o in names[:i] if inits[s] is not None and inits[o] == inits[s]] for i, s in enumerate(names)}
+    return model, systems, against, siblings
 
 
 def get_args(argv=None):
@@ -234,20 +249,21 @@ def main(argv=None):
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
     model, tok = models.load_base(args.model, device, quant, dtype=args.dtype)
-    systems = [(f"base {m}", None, m) for m in (("direct", "plan") if args.compare else args.modes)]
-    against = {}
+    against, siblings, runs = {}, {}, []
     if args.compare or args.adapters:
-        model, runs, against = load_runs(model, args.compare or [args.adapters])
+        model, runs, against, siblings = load_runs(model, args.compare or [args.adapters])
         if args.adapters:  # one run, in every mode asked for
             runs = [(f"trained {m}", runs[0][1], m) for m in args.modes if m == "direct" or "planner" in runs[0][1]]
             against = {s: [f"base {m}"] for s, _, m in runs}
-        systems += runs
+    systems = [(f"base {m}", None, m) for m in (base_modes([m for _, _, m in runs]) if args.compare else args.modes)]
+    systems += runs
     present = {s for s, _, _ in systems}
     against = {s: [b for b in bs if b in present] for s, bs in against.items()}  # e.g. base plan not run
     model.eval()
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}",
                "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
-               "systems": [{"name": s, "mode": m, "adapters": a, "against": against.get(s, [])} for s, a, m in systems],
+               "systems": [{"name": s, "mode": m, "adapters": a, "against": against.get(s, []),
+                             "siblings": siblings.get(s, [])} for s, a, m in systems],
                "results": {}, "references": {}}
     t0 = time.perf_counter()
     for d, problems in datasets.items():
@@ -265,7 +281,7 @@ def main(argv=None):
         out.mkdir(parents=True, exist_ok=True)
         print("\n" + report.write(results, out, [p.rpartition("=")[2] for p in args.compare]))
     else:
-        name = f"eval-{Path(names[0]).stem.replace(':', '-')}-{stamp}.json"
+        name = f"eval-{Path(names[0]).stem.replace(':', '-').replace('#', '-')}-{stamp}.json"  # no '#' in a file name
         out = Path(args.out or f"runs/{name}")
         out = out / name if out.is_dir() else out  # --out DIR: a file named as by default, inside it
         out.parent.mkdir(parents=True, exist_ok=True)

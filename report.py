@@ -9,7 +9,8 @@ with NET > 2) over the problems that EVERY system in the table solves (at least 
 and whose reference solution passed: a system that solves more, harder problems would otherwise
 look slower.
 Marks: each trained system is tested, paired on the same problems, against the base model in its own
-mode (dagger) and, when it is in the table, the run it started from (its --init; double dagger):
+mode (dagger), when it is in the table, the run it started from (its --init; double dagger), and the
+runs listed before it that started from the same --init (section sign; e.g. collaborative vs single-agent):
 McNemar's exact test when every per-problem score is 0 or 1 (greedy pass@1), else the paired
 bootstrap; the mark means p < stats.ALPHA (two-sided: better or worse; the list below the table
 gives the sign and p).
@@ -24,6 +25,7 @@ import stats
 CURVES = [("reward", "mean reward"), ("pass_all", "pass rate (all tests)"), ("coder_kl", "KL (coder)"),
           ("code_tokens", "code tokens"), ("plan_tokens", "plan tokens")]
 MARKS = ["†", "‡"]  # dagger: vs the base model in the same mode; double dagger: vs its --init run
+SIBLING = "§"  # vs an earlier run of the table from the same --init
 EFF_COLS = [("et_ms", "ET ms*", "{:.2f}", 1), ("net", "NET*", "{:.2f}", 1), ("mu_mb", "MU MiB*", "{:.2f}", 1),
             ("nmu", "NMU*", "{:.2f}", 1), ("slow_share", "NET>2 %*", "{:.1f}", 100)]
 
@@ -41,7 +43,7 @@ def significance(results: dict) -> dict:
     out = {}
     for d, rows in results["results"].items():
         for s in results["systems"]:
-            for ref in s.get("against", []):
+            for ref in s.get("against", []) + s.get("siblings", []):
                 if s["name"] in rows and ref in rows:
                     for k in results["ks"]:
                         out[d, s["name"], ref, k] = stats.paired_test(*_aligned(rows, ref, s["name"], k))
@@ -66,7 +68,8 @@ def markdown(results: dict) -> str:
             row = rows[s["name"]]
             for k in ks:
                 lo, hi = stats.bootstrap_ci(stats.problem_scores(row["problems"], k))
-                mark = "".join(MARKS[min(i, len(MARKS) - 1)] for i, ref in enumerate(s.get("against", []))
+                refs = [(MARKS[min(i, len(MARKS) - 1)], ref) for i, ref in enumerate(s.get("against", []))]
+                mark = "".join(m for m, ref in refs + [(SIBLING, ref) for ref in s.get("siblings", [])]
                                if tests.get((d, s["name"], ref, k), {}).get("significant"))
                 cells += [f"{100 * row[f'pass@{k}']:.1f}{mark}", f"[{100 * lo:.1f}, {100 * hi:.1f}]"]
             for key, _, fmt, scale in EFF_COLS:
@@ -76,7 +79,8 @@ def markdown(results: dict) -> str:
     notes = ", ".join(f"{d}: {common[d]}" for d in datasets)
     lines.append(f"\nn={results['n']}, temperature={results['temperature']}. 95 % CI: percentile bootstrap over "
                  f"problems ({stats.RESAMPLES:,} resamples, seed {stats.SEED}). {MARKS[0]} / {MARKS[1]}: paired "
-                 f"test against the base model in the same mode / the run it started from, p < {stats.ALPHA} "
+                 f"test against the base model in the same mode / the run it started from, {SIBLING}: against an earlier "
+                 f"run from the same start, p < {stats.ALPHA} "
                  "(McNemar's exact test when every per-problem score is 0 or 1, else the paired bootstrap).")
     lines.append(f"\n\\* EffiBench's metrics (Huang et al. 2024) over the problems every system solves and whose "
                  f"reference passed ({notes}): ET = CPU ms of the tests themselves, MU = peak MiB of a test above "
@@ -131,7 +135,8 @@ def plot_curves(run_dirs: list, out_png: Path) -> str:
     for ax, (key, _) in zip(axes, curves):
         if key not in drawn:  # e.g. KL with beta = 0: not computed
             ax.text(0.5, 0.5, "not logged", ha="center", transform=ax.transAxes)
-    axes[0].legend()
+    if drawn:
+        axes[0].legend()
     fig.tight_layout()
     out_png = Path(out_png)
     tmp = out_png.with_name(f".{out_png.name}.tmp")

@@ -5,7 +5,8 @@ The three pieces of every role (roles.py):
   messages(problem, upstream)  the chat prompt (upstream is unused: the Retriever comes first);
   parse(text)                  completion -> [{"problem": str, "plan": str}, ...] (at most K; [] when
                                unparseable: the Planner then gets no examples and the Retriever reward 0);
-  sft_target(problem)          None: recall has no reference (our choice; corpus mode needs no training).
+  sft_target(problem)          None: recall has no reference (our choice; corpus mode needs no training);
+                               the registry (roles.py) holds None for it, so sft.py skips the Retriever.
 Its place in the tree (tree.py): first level, R retrievals per problem; credit = the mean of the final
 rewards below it, normalised among the R retrievals of the problem (grpo.tree_advantages).
 `with_examples(chat, examples)` puts the examples into the Planner's prompt.

@@ -30,12 +30,14 @@ class Role:
     messages: Callable  # (problem, upstream dict) -> chat messages
     parse: Callable  # completion text -> value for the roles below, upstream[key]
     key: str  # name of the parsed output in the upstream dict
-    sft_target: Callable  # problem -> str | None
+    sft_target: Callable | None  # problem -> str | None; None: the role has no cold-start SFT
     stop: str | None = None  # generation stops at this pattern (a closed code block)
     program: bool = False  # its output is a program: the sandbox scores it (final reward)
     empty: str = "zero"  # an empty parse: "zero" (kept in its group with credit 0: an unparseable retrieval,
     #                      a completion without code) or "drop" (left out of its group: an empty plan, as before)
     budget: str = "max_code_tokens"  # the flag (args attribute) holding its completions' token budget
+    sft_upstream: Callable | None = None  # problem -> upstream dict of its SFT prompt (None: no pair); default
+    #                                      sft.pairs: the reference plan, when the chain has a Planner
 
 
 def _planner_messages(problem, upstream: dict) -> list[dict]:
@@ -47,16 +49,22 @@ def _coder_messages(problem, upstream: dict) -> list[dict]:
 
 
 ROLES = {role.name: role for role in (  # tree order; one line per role
-    Role("retriever", "expand", retriever.messages, retriever.parse, "examples", retriever.sft_target,
-         budget="max_retrieval_tokens"),
+    Role("retriever", "expand", retriever.messages, retriever.parse, "examples", None,
+         budget="max_retrieval_tokens"),  # recall has no reference: no SFT (retriever.py)
     Role("planner", "expand", _planner_messages, planner.parse, "plan", planner.sft_target, empty="drop",
          budget="max_plan_tokens"),
     Role("coder", "expand", _coder_messages, coder.extract_code, "code", coder.sft_target, coder.STOP, True),
-    Role("debugger", "repair", debugger.messages, debugger.parse, "repair", debugger.sft_target, debugger.STOP, True),
+    Role("debugger", "repair", debugger.messages, debugger.parse, "repair", debugger.sft_target, debugger.STOP, True,
+         sft_upstream=debugger.sft_upstream),
 )}
 
 CHAINS = ("coder", "planner,coder", "planner,coder,debugger", "retriever,planner,coder",
           "retriever,planner,coder,debugger")  # the frameworks of issue 10 (any valid chain is accepted)
+
+
+def sft_roles(chain) -> list[str]:
+    """The roles of a chain that cold-start SFT trains (sft.py): those with an sft_target, in tree order."""
+    return [r for r in chain if ROLES[r].sft_target is not None]
 
 
 def max_tokens(args, role: str) -> int:

@@ -24,7 +24,6 @@ samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), a
 (peft), curves.png. --eval-data: greedy held-out pass@1 while training (progress.py); torchrun:
 data parallel (distributed.py); --profile prints the seconds of each phase of a step.
 """
-import argparse
 import json
 import math
 import os
@@ -41,6 +40,7 @@ import checkpoint
 import coder
 import data
 import distributed
+from flags import get_args
 import efficiency
 import eval as evaluation
 import grpo
@@ -58,81 +58,6 @@ import update
 import tree
 from checkpoint import save_adapters  # noqa: F401 (train.save_adapters)
 from progress import print_profile  # noqa: F401 (bench/grpo_bench.py)
-
-
-def get_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    a = ap.add_argument
-    a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")
-    a("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
-    a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-      help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
-    a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
-    a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
-    a("--problems-per-step", type=int, default=2)
-    a("--num-plans", type=int, default=None, help="G: plans per node above (default 4; 2 with the retriever)")
-    a("--codes-per-plan", type=int, default=2, help="M: programs per plan")
-    a("--max-plan-tokens", type=int, default=48)
-    a("--max-code-tokens", type=int, default=128)
-    a("--temperature", type=float, default=0.7)
-    a("--top-p", type=float, default=0.95)
-    a("--lr", type=float, default=2e-4)
-    a("--beta", type=float, default=0.0, help="KL weight (k3 estimator, reference = adapters off)")
-    a("--epsilon", type=float, default=0.2, help="clip eps_low")
-    a("--epsilon-high", type=float, default=None, help="clip eps_high (default: = --epsilon; DAPO: 0.28)")
-    a("--loss-type", default="token", choices=["token", "grpo", "dr_grpo"])
-    a("--num-iterations", type=int, default=1, help="updates per batch of rollouts (old log-probs stored)")
-    a("--scale-rewards", default="group", choices=["group", "none"], help="divide advantages by the group std")
-    a("--reward", default="pass_rate", choices=["pass_rate", "all_pass"])
-    a("--efficiency-weight", type=float, default=0.0, help="lambda: bonus for faster fully-passing code")
-    a("--coder-baseline", default="plan", choices=["plan", "problem"])
-    a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
-      help="a node's reward (plan, retrieval): mean or best of the final programs below it")
-    a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
-    a("--roles", "--train-roles", dest="roles", default="planner,coder",
-      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code) | coder (single-agent GRPO: G*M codes "
-           "per problem) | planner,coder,debugger | retriever,planner,coder | retriever,planner,coder,debugger")
-    a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
-    a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
-    a("--max-retrieval-tokens", type=int, default=96)
-    a("--retrieval", default="recall", choices=["recall", "corpus"],
-      help="recall: the Retriever recalls problems (trained); corpus: BM25 over --train-data (bm25s; nothing trained)")
-    a("--retrieval-k", type=int, default=retriever.K, help="examples per retrieval")
-    a("--debug-reward", default="pass_rate", choices=["pass_rate", "gain"],
-      help="a repair's reward: its pass rate on all tests, or that minus the repaired program's")
-    a("--debug-gamma", type=float, default=0.0, help="Coder reward += gamma * mean(its repairs' rewards)")
-    a("--init", default=None, help="start from the adapters of an earlier run folder")
-    a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
-    a("--sft-batch", type=int, default=8)
-    a("--sft-lr", type=float, default=2e-4)
-    a("--lora-r", type=int, default=16)
-    a("--lora-alpha", type=int, default=32)
-    a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
-    a("--max-grad-norm", type=float, default=1.0)
-    a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
-    a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
-    a("--seed", type=int, default=0)
-    a("--out", default=None, help="run folder (default runs/<date-time>)")
-    a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")
-    a("--keep-checkpoints", type=int, default=2, help="newest checkpoints kept (0: all)")
-    a("--resume", default=None, metavar="RUN_DIR", help="go on from the run's latest checkpoint")
-    a("--eval-data", default=None, help="held-out set for greedy pass@1 during training (e.g. val)")
-    a("--eval-every", type=int, default=10, help="evaluate at step 0, every N steps and at the end")
-    a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
-    a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
-    a("--profile", action="store_true", help="print seconds per phase of a step at the end")
-    args = ap.parse_args(argv)
-    if args.resume:  # the run's own config.json; flags given again must agree
-        return checkpoint.resume_args(ap, argv, args.resume)
-    try:
-        args.roles = roles.parse_chain(args.roles)
-    except ValueError as e:
-        ap.error(str(e))
-    if args.num_plans is None:  # a Retriever multiplies the plans by R: keep a step's size (issue 10)
-        args.num_plans = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
-    return args
 
 
 def adapter_roles(chain) -> list:
@@ -363,13 +288,16 @@ def main(argv=None):
                 s = {**state, "wall_s": state["wall_s"] + time.perf_counter() - t_start}
                 checkpoint.save(run_dir, name, policy, optimizer, s, rngs, args.keep_checkpoints)
 
-        def maybe_eval(step: int):
-            if eval_problems and main_rank and (step in (0, args.steps) or args.eval_every > 0 and step % args.eval_every == 0):
+        def maybe_eval(step: int, last: bool = False):
+            if eval_problems and main_rank and (step == 0 or last or args.eval_every > 0 and step % args.eval_every == 0):
                 log({"phase": "eval", "step": step, **progress.evaluate(policy, tok, eval_problems, args)})
 
-        for role in [r for r in args.roles if r in ("planner", "coder")] if args.sft_steps > 0 else []:  # sft.py's roles
+        for role in roles.sft_roles(args.roles) if args.sft_steps > 0 else []:
             if role not in state["sft_done"]:
-                sft.train(policy, tok, problems, role, args, optimizer, metrics_file if main_rank else None)
+                try:
+                    sft.train(policy, tok, problems, role, args, optimizer, metrics_file if main_rank else None)
+                except ValueError as e:
+                    raise TrainingError(str(e)) from None
                 metrics_file.flush()
                 state["sft_done"].append(role)
                 distributed.broadcast_params(lora)  # torchrun: SFT ran on every rank (the same batches)
@@ -377,7 +305,7 @@ def main(argv=None):
         if state["step"] == 0:
             maybe_eval(0)
         for step in tqdm(range(state["step"] + 1, args.steps + 1), desc="grpo", dynamic_ncols=True,
-                         disable=not main_rank):
+                         initial=state["step"], total=args.steps, disable=not main_rank):  # a resume goes on
             batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
             k = len(batch) // world  # this rank's slice: whole groups, never split
             m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
@@ -391,15 +319,21 @@ def main(argv=None):
             if main_rank:
                 tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  "
                            f"{m['time_step_s']:.0f} s")
+            state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)
+            last = step == args.steps or checkpoint.budget_spent(args, state)
             bad = bad + 1 if m["skipped_updates"] else 0
             if bad == 3:  # a diverged run: keep what it had, say so, stop
                 if main_rank:
                     save_adapters(policy, run_dir)
                 raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
                                     f"stopped, adapters saved in {run_dir / 'adapters'} (try a lower --lr)")
-            maybe_eval(step)
-            if step == args.steps or (args.save_every > 0 and step % args.save_every == 0):
+            maybe_eval(step, last)
+            if last or (args.save_every > 0 and step % args.save_every == 0):
                 save(f"step-{step:06d}")
+            if last:
+                if main_rank and step < args.steps:
+                    tqdm.write(f"--time-budget {args.time_budget:g} min spent after step {step}: stopping")
+                break
     if main_rank:
         save_adapters(policy, run_dir)
         if tracker:

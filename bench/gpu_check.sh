@@ -70,7 +70,7 @@ EOF
 row "embedded bf16 load" 60 "$PY" "$OUT/load.py" none
 row "embedded NF4 load" 60 "$PY" "$OUT/load.py" 4bit
 
-TRAIN="--problems-per-step 2 --num-plans 4 --codes-per-plan 2 --device cuda --quant 4bit --workers 4"
+TRAIN="--problems-per-step 2 --num-plans 2 --codes-per-plan 4 --device cuda --quant 4bit --workers 4"
 row "train 2 steps, 4bit" 120 bash -c "$PY train.py --steps 2 --sft-steps 1 --sft-batch 2 $TRAIN --eval-data val \
   --eval-limit 4 --out $OUT/run && $PY train.py --resume $OUT/run | tail -1 | grep -q 'already finished' \
   && $PY $OUT/summary.py $OUT/run"

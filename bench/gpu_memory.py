@@ -10,7 +10,7 @@ Qwen2.5-Coder-1.5B's shape (hidden 1536, 28 layers, 12 query / 2 KV heads, MLP 8
 It is built with random weights (bf16 on CUDA, float32 on CPU), saved to a temp folder and loaded
 back through models.load_base exactly as train.py loads a model (CUDA: NF4 double-quant, bf16
 compute), both LoRA adapters added, AdamW on their weights; then one train.grpo_step at train.py's
-default shape (2 problems x 4 plans x 2 codes, 48 plan / 128 code tokens; other train.py flags
+default shape (2 problems x 2 plans x 4 codes, 48 plan / 128 code tokens; other train.py flags
 change it), every completion forced to its full length (the worst case). The embedded SmolLM2
 tokenizer stands in for Qwen's: its ids fit the vocab, and sampled ids beyond it decode to
 nothing, so programs are nonsense and the sandbox is quick; no tensor changes size.

@@ -23,7 +23,7 @@ def run(*argv):
 def test_gpu_memory_small_on_cpu():
     out = run("bench/gpu_memory.py", "--device", "cpu", "--small", "--problems-per-step", "1",
               "--max-plan-tokens", "8", "--max-code-tokens", "8")
-    assert "1 problems x 4 plans x 2 codes" in out  # train.py's default group sizes
+    assert "1 problems x 2 plans x 4 codes" in out  # train.py's default group sizes
     assert "tokens per plan 8, per code 8" in out  # every completion forced to its full budget
     table = out.split("GiB\n", 1)[1].splitlines()  # "<what>   <GiB>" rows after the header
     gib = {name: float(v) for name, v in (row.rsplit(maxsplit=1) for row in table)}

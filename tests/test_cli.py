@@ -62,7 +62,8 @@ def test_four_bit_base_loads_as_nf4():
 
 def test_train_two_steps_all_four_roles_on_the_embedded_model(tmp_path):
     """Issue 10: MapCoder's chain on the embedded model, shrunk (R=2 retrievals x G=1 plan x M=2 codes,
-    D=2 repairs per failing program). Catches: a role missing from the tree or from the saved adapters,
+    D=2 repairs per failing program), after one SFT step of each role with a target. Catches: the
+    Debugger left out of SFT, a Retriever SFT on no data, a role missing from the tree or from the saved adapters,
     a step that counts repairs as programs (4 coder verdicts per problem), repairs of passing programs
     (at most 2 per failing program)."""
     out = tmp_path / "four"
@@ -71,8 +72,9 @@ def test_train_two_steps_all_four_roles_on_the_embedded_model(tmp_path):
             "--codes-per-plan", "2", "--num-repairs", "2", "--max-retrieval-tokens", "24",
             "--max-plan-tokens", "16", "--max-code-tokens", "32", "--out", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
-    steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    steps = [m for m in steps if m["phase"] == "grpo"]
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["role"] for m in lines if m["phase"] == "sft"] == ["planner", "coder", "debugger"]  # no Retriever SFT
+    steps = [m for m in lines if m["phase"] == "grpo"]
     assert [m["step"] for m in steps] == [1, 2]
     for m in steps:
         assert sum(m["verdicts"].values()) == 4  # R * G * M programs, repairs not among them

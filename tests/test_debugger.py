@@ -1,5 +1,6 @@
 """debugger.py: the visible-test rule, the feedback the Debugger reads (real sandbox, one-test runs of
 milliseconds), its prompt, parse and SFT pairs."""
+import coder
 import data
 import debugger
 import sandbox
@@ -77,3 +78,24 @@ def test_sft_pair_is_a_failing_mutant_and_the_reference():
     assert debugger.sft_upstream(FN) is None and debugger.sft_target(FN) is None  # no reference solution
     right = sandbox.run_program(debugger.program(p, p.solution), list(p.tests))
     assert right.verdict == "passed"
+
+
+def test_sft_pairs_per_role_and_the_chain_roles_sft_trains():
+    """sft.pairs on the first 3 train problems: the Debugger's pairs are exactly (its prompt for
+    sft_upstream, the reference), the Coder's prompt carries the reference plan only when the chain has
+    a Planner, and sft_roles leaves the Retriever (no target) out. Catches: the Debugger trained on the
+    Coder's prompt, the plan leaking into the single agent's SFT, a Retriever SFT on an empty pool."""
+    import roles
+    import sft
+    ps = data.load("train")[:3]
+    got = sft.pairs(ps, "debugger", ["planner", "coder", "debugger"])
+    want = [(debugger.messages(p, debugger.sft_upstream(p)), debugger.sft_target(p)) for p in ps
+            if debugger.sft_upstream(p)]
+    assert got == want and len(got) == 3 and all(p.solution.strip() in t for p, (_, t) in zip(ps, got))
+    with_plan = sft.pairs(ps, "coder", ["planner", "coder"])
+    alone = sft.pairs(ps, "coder", ["coder"])
+    assert [t for _, t in with_plan] == [t for _, t in alone] == [coder.sft_target(p) for p in ps]
+    assert all(p.plan.strip() in c[-1]["content"] for p, (c, _) in zip(ps, with_plan))
+    assert not any(p.plan.strip() in c[-1]["content"] for p, (c, _) in zip(ps, alone))
+    assert roles.sft_roles(["retriever", "planner", "coder", "debugger"]) == ["planner", "coder", "debugger"]
+    assert sft.pairs(ps, "retriever", ["retriever", "planner", "coder"]) == []

@@ -169,6 +169,22 @@ def test_table_marks_significance_and_intervals():
     assert "(val: 1)" in text
 
 
+def test_runs_from_the_same_start_are_tested_against_each_other():
+    """core and coder both from sft (coder's siblings: [core]), 12 problems: core solves p0..p9, coder p0
+    and p1 -> only core 8, only coder 0 -> McNemar p = 2 / 2^8 = 0.0078: coder's cell gets the section
+    sign, and the list says -66.7 points. Catches: the sibling test missing, its sign reversed, the mark
+    given by position (a double dagger for a sibling)."""
+    import report
+
+    rows = {"core": _system(set(range(10)), n=12), "coder": _system({0, 1}, n=12)}
+    results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": rows},
+               "systems": [{"name": "core", "mode": "plan", "against": []},
+                           {"name": "coder", "mode": "direct", "against": [], "siblings": ["core"]}]}
+    text = report.markdown(results)
+    assert "| coder | direct | 16.7§ | [" in text and "| core | plan | 83.3 | [" in text
+    assert "- val pass@1 · coder vs core: -66.7 (McNemar exact, only A 8, only B 0); p = 0.00781 (significant)" in text
+
+
 def test_old_results_without_per_test_timing_still_render():
     """A results.json from before per-test timing (rows with cpu_ms / peak_mb only, no 'against'):
     the table renders with '–' for efficiency and no marks. Catches: KeyError on re-rendering old runs."""
@@ -199,7 +215,20 @@ def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path)
     for name, cfg in cfgs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(cfg))
-    _, systems, against = ev.load_runs(None, [f"{n}={tmp_path / n}" for n in cfgs])
+    _, systems, against, siblings = ev.load_runs(None, [f"{n}={tmp_path / n}" for n in cfgs])
     assert [(s, m) for s, _, m in systems] == [("sft", "plan"), ("core", "plan"), ("coder", "direct"), ("other", "direct")]
     assert against == {"sft": ["base plan"], "core": ["base plan", "sft"], "coder": ["base direct", "sft"],
                        "other": ["base direct"]}
+    assert siblings == {"sft": [], "core": [], "coder": ["core"], "other": []}  # same --init, listed earlier
+
+
+def test_compare_adds_the_base_in_each_run_mode():
+    """--compare's base rows: direct and plan always, plus the modes of the runs (a four-role run is
+    tested against the base MapCoder chain, not left without a base). Catches: a run whose base row is
+    missing (its dagger silently dropped), base rows in a different order than MODES."""
+    import eval as ev
+
+    assert ev.base_modes([]) == ["direct", "plan"]
+    assert ev.base_modes(["plan", "mapcoder", "direct"]) == ["direct", "plan", "mapcoder"]
+    assert ev.base_modes(["plan+debug", "retrieve+plan"]) == ["direct", "plan", "plan+debug", "retrieve+plan"]
+    assert ev.mode_of(["retriever", "planner", "coder", "debugger"]) == "mapcoder"

@@ -167,3 +167,41 @@ def test_resume_with_a_different_flag_is_one_line(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and p.stderr == (f"error: --resume {tmp_path}: --num-plans 8 differs from the run's 4 "
                                               "(config.json); leave it out or start a new run\n"), p.stderr
+
+
+def test_time_budget_stops_grpo_saves_and_counts_as_finished(tmp_path, capsys):
+    """--time-budget 0: the budget is spent by the first GRPO step, so the run stops after step 1 of 6,
+    saves checkpoint step-000001 and its adapters, and a --resume says it is finished (the budget, not
+    the step count). Catches: the budget ignored (6 steps), checked before the step (0 steps), the last
+    step not saved, a resume that trains on past the budget."""
+    run = tmp_path / "run"
+    p = tiny(*FLAGS, "--time-budget", "0", "--out", str(run))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert [m["step"] for m in lines(run) if m["phase"] == "grpo"] == [1]
+    assert "--time-budget 0 min spent after step 1: stopping" in p.stdout + p.stderr
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step-000001" and (run / "adapters" / "coder").is_dir()
+    state = checkpoint.state_of(run / "checkpoints" / "step-000001")
+    assert state["step"] == 1 and state["grpo_s"] == lines(run)[-1]["time_step_s"]
+    capsys.readouterr()
+    assert train.main(["--resume", str(run)]) == run
+    assert capsys.readouterr().out.strip() == f"{run} is already finished: step 1 of 6 (--time-budget 0 min spent: raise it to go on)"
+
+
+def test_budget_spent_and_finished_count_only_trained_roles(tmp_path):
+    """budget_spent at the boundary (59.9 s of a 1-minute budget: not spent; 60 s: spent; no budget: never),
+    and finished() for the MapCoder chain after SFT of its three SFT roles: the Retriever has no SFT
+    target, so it must not keep the run unfinished forever (it did before: sft_left held 'retriever')."""
+    from argparse import Namespace
+    a = Namespace(time_budget=1.0)
+    assert not checkpoint.budget_spent(a, {"grpo_s": 59.9}) and checkpoint.budget_spent(a, {"grpo_s": 60.0})
+    assert not checkpoint.budget_spent(Namespace(time_budget=None), {"grpo_s": 1e9})
+    assert not checkpoint.budget_spent(a, {})  # a checkpoint from before --time-budget
+    ck = tmp_path / "checkpoints" / "step-000002"
+    (ck / "adapters").mkdir(parents=True)
+    chain = ["retriever", "planner", "coder", "debugger"]
+    args = Namespace(roles=chain, sft_steps=3, steps=2, time_budget=None)
+    (ck / "state.json").write_text(json.dumps({**checkpoint.fresh_state(), "step": 2,
+                                               "sft_done": ["planner", "coder", "debugger"]}))
+    assert checkpoint.finished(args, tmp_path, ck)
+    (ck / "state.json").write_text(json.dumps({**checkpoint.fresh_state(), "step": 2, "sft_done": ["planner", "coder"]}))
+    assert not checkpoint.finished(args, tmp_path, ck)  # the Debugger's SFT is still to run

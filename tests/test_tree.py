@@ -279,8 +279,11 @@ def test_train_and_eval_flags_take_the_chains():
 
     for chain in roles.CHAINS:
         assert train.get_args(["--roles", chain]).roles == chain.split(",")
-    assert train.get_args(["--roles", "retriever,planner,coder"]).num_plans == 2
-    assert train.get_args([]).num_plans == 4 and train.get_args(["--roles", "retriever,planner,coder", "--num-plans", "3"]).num_plans == 3
+    sizes = lambda *flags: (lambda a: (a.num_plans, a.codes_per_plan))(train.get_args(list(flags)))  # noqa: E731
+    assert sizes() == (2, 4) and sizes("--roles", "coder") == (2, 4)  # 8 codes per problem (README, "Group sizes")
+    assert sizes("--roles", "retriever,planner,coder") == (2, 2)  # R * G * M = 2 * 2 * 2: still 8 codes
+    assert sizes("--roles", "retriever,planner,coder", "--retrieval", "corpus") == (2, 4)  # no R level
+    assert sizes("--roles", "retriever,planner,coder", "--codes-per-plan", "3") == (2, 3)
     with pytest.raises(SystemExit):
         train.get_args(["--roles", "coder,planner"])
     assert evaluation.get_args(["--modes", ",".join(evaluation.MODES)]).modes == list(evaluation.MODES)

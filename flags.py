@@ -1,0 +1,90 @@
+"""train.py's command line: every flag, its default and its meaning (`python train.py --help`).
+
+get_args also applies the defaults that depend on other flags (M = 2 codes per plan with a recall Retriever)
+and, for --resume, takes the run's own config.json (checkpoint.resume_args).
+"""
+import argparse
+import os
+
+import checkpoint
+import models
+import retriever
+import roles
+import trackers
+
+
+def get_args(argv=None):
+    ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    a = ap.add_argument
+    a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")
+    a("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
+    a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+      help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
+    a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
+    a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
+    a("--time-budget", type=float, default=None, metavar="MIN",
+      help="also stop GRPO once its steps took MIN minutes (wall; evaluation and checkpoints not counted)")
+    a("--problems-per-step", type=int, default=2)
+    a("--num-plans", type=int, default=2, help="G: plans per node above (README, 'Group sizes': chosen by measurement)")
+    a("--codes-per-plan", type=int, default=None, help="M: programs per plan (default 4; 2 with a recall retriever)")
+    a("--max-plan-tokens", type=int, default=48)
+    a("--max-code-tokens", type=int, default=128)
+    a("--temperature", type=float, default=0.7)
+    a("--top-p", type=float, default=0.95)
+    a("--lr", type=float, default=2e-4)
+    a("--beta", type=float, default=0.0, help="KL weight (k3 estimator, reference = adapters off)")
+    a("--epsilon", type=float, default=0.2, help="clip eps_low")
+    a("--epsilon-high", type=float, default=None, help="clip eps_high (default: = --epsilon; DAPO: 0.28)")
+    a("--loss-type", default="token", choices=["token", "grpo", "dr_grpo"])
+    a("--num-iterations", type=int, default=1, help="updates per batch of rollouts (old log-probs stored)")
+    a("--scale-rewards", default="group", choices=["group", "none"], help="divide advantages by the group std")
+    a("--reward", default="pass_rate", choices=["pass_rate", "all_pass"])
+    a("--efficiency-weight", type=float, default=0.0, help="lambda: bonus for faster fully-passing code")
+    a("--coder-baseline", default="plan", choices=["plan", "problem"])
+    a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
+      help="a node's reward (plan, retrieval): mean or best of the final programs below it")
+    a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
+    a("--roles", "--train-roles", dest="roles", default="planner,coder",
+      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code) | coder (single-agent GRPO: G*M codes "
+           "per problem) | planner,coder,debugger | retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
+    a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
+    a("--max-retrieval-tokens", type=int, default=96)
+    a("--retrieval", default="recall", choices=["recall", "corpus"],
+      help="recall: the Retriever recalls problems (trained); corpus: BM25 over --train-data (bm25s; nothing trained)")
+    a("--retrieval-k", type=int, default=retriever.K, help="examples per retrieval")
+    a("--debug-reward", default="pass_rate", choices=["pass_rate", "gain"],
+      help="a repair's reward: its pass rate on all tests, or that minus the repaired program's")
+    a("--debug-gamma", type=float, default=0.0, help="Coder reward += gamma * mean(its repairs' rewards)")
+    a("--init", default=None, help="start from the adapters of an earlier run folder")
+    a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
+    a("--sft-batch", type=int, default=8)
+    a("--sft-lr", type=float, default=2e-4)
+    a("--lora-r", type=int, default=16)
+    a("--lora-alpha", type=int, default=32)
+    a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
+    a("--max-grad-norm", type=float, default=1.0)
+    a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
+    a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
+    a("--seed", type=int, default=0)
+    a("--out", default=None, help="run folder (default runs/<date-time>)")
+    a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")
+    a("--keep-checkpoints", type=int, default=2, help="newest checkpoints kept (0: all)")
+    a("--resume", default=None, metavar="RUN_DIR", help="go on from the run's latest checkpoint")
+    a("--eval-data", default=None, help="held-out set for greedy pass@1 during training (e.g. val)")
+    a("--eval-every", type=int, default=10, help="evaluate at step 0, every N steps and at the end")
+    a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
+    a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
+    a("--profile", action="store_true", help="print seconds per phase of a step at the end")
+    args = ap.parse_args(argv)
+    if args.resume:  # the run's own config.json; flags given again must agree
+        return checkpoint.resume_args(ap, argv, args.resume)
+    try:
+        args.roles = roles.parse_chain(args.roles)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem (issue 10)
+        args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
+    return args
