@@ -19,7 +19,6 @@ JSON keeps one row per problem and system, so intervals and paired tests (stats.
 """
 import argparse
 import json
-import os
 import platform
 import sys
 import time
@@ -285,9 +284,7 @@ def main(argv=None):
         out = Path(args.out or f"runs/{name}")
         out = out / name if out.is_dir() else out  # --out DIR: a file named as by default, inside it
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(results, indent=1))
-        os.replace(tmp, out)  # atomic: a crash never leaves half a results file
+        report.write_text_atomic(out, json.dumps(results, indent=1))  # a crash never leaves half a results file
         print("\n" + report.markdown(results))
     print(f"wrote {out}")
     return results

@@ -146,12 +146,22 @@ def plot_curves(run_dirs: list, out_png: Path) -> str:
     return f"wrote {out_png}"
 
 
+def write_text_atomic(path: Path, text: str):
+    """Write `text` to `path` through a temporary file and one rename: a crash never leaves half a file."""
+    import os
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def write(results: dict, out_dir: Path, run_dirs: list) -> str:
-    """results.json, results.md and curves.png into out_dir; returns the Markdown table."""
+    """results.json, results.md (each written atomically) and curves.png into out_dir; returns the Markdown table."""
     out_dir = Path(out_dir)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
+    write_text_atomic(out_dir / "results.json", json.dumps(results, indent=1))
     md = markdown(results)
-    (out_dir / "results.md").write_text(md + "\n")
+    write_text_atomic(out_dir / "results.md", md + "\n")
     return md + "\n\n" + plot_curves([r for r in run_dirs if (Path(r) / "metrics.jsonl").exists()],
                                      out_dir / "curves.png")
 
