@@ -73,8 +73,8 @@ def load_jsonl(path) -> list[Problem]:
     Other keys (difficulty) are ignored.
     """
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such file")
+    if not path.is_file():
+        raise DataError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     SOURCES.add(os.path.realpath(path))
     problems, seen = [], set()
     with open(path, encoding="utf-8") as f:

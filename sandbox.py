@@ -154,13 +154,13 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
                judge=sealed, key_fd=None,
                token=tokens["program"], timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
                cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
-               max_procs=MAX_PROCS, site_dirs=sandbox_process.SITE_DIRS, uid=None, expose=[], hide=[])
+               max_procs=MAX_PROCS, site_dirs=sandbox_process.SITE_DIRS, uid=None, expose=[], hide=[], hide_files=[])
     reports = judge.Reports(plans, tokens)
     limit = (REPORT_MB << 20) + len(io_tests) * (2 * (OUTPUT_MB << 20) + (1 << 16))
     start, cut = time.monotonic(), "deadline"
     with sandbox_process.own_uid() as uid, sandbox_process.workdir(uid) as workdir:
         if uid is not None:
-            job.update(uid=uid, expose=sandbox_process.hidden_interpreter(), hide=sandbox_process.hidden_answers() + sandbox_process.hidden_files())
+            job.update(uid=uid, expose=sandbox_process.hidden_interpreter(), hide=sandbox_process.hidden_answers(), hide_files=sandbox_process.hidden_files())
         command = (UNSHARE if uid is not None else []) + [sys.executable, "-I", "-S", "-c", sandbox_process.BOOT]
         key_read, key_write = os.pipe()  # the judge's key: the one thing the program's process never reads
         job["key_fd"] = key_read  # pass_fds keeps the number

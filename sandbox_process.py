@@ -79,10 +79,11 @@ def hidden_answers():
 
 
 def hidden_files():
-    """[(file, [])]: every file this process read problems from (problem.SOURCES: a dataset kept
-    anywhere on the host, a hub dataset's cache files), each covered by /dev/null in the run (H3);
-    after the directory covers, so one that lies in a covered directory is simply gone already."""
-    return [(path, []) for path in sorted(problem.SOURCES)]
+    """[file]: every file this process read problems from (problem.SOURCES: a dataset kept anywhere on
+    the host, a hub dataset's cache files), each covered by /dev/null in the run (H3), first of all
+    mounts. The cover is on the path: a second name for the same file (a hard link, the folder
+    mounted twice) or a file moved after loading is not covered; only permissions (o-r) guard those."""
+    return sorted(problem.SOURCES)
 
 
 _next_uid = itertools.count()

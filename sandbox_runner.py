@@ -66,7 +66,7 @@ def main():
     # 1-3. The sandbox, before any of the program runs.
     try:
         if job["uid"] is not None:
-            private_mounts(job["expose"], job["hide"])
+            private_mounts(job["expose"], job["hide"], job["hide_files"])
         set_limits(job)
         clear_refs = os.open("/proc/self/clear_refs", os.O_WRONLY | os.O_CLOEXEC)  # before we drop root
         if job["uid"] is not None:

@@ -1,5 +1,6 @@
 """Our problem sets, the loaders for HumanEval / MBPP, and clear errors for bad lines."""
 import json
+import os
 
 import pytest
 
@@ -204,3 +205,16 @@ def test_first_n_problems_of_a_set():
     val, train = data.load("val"), data.load("train")
     assert data.load("val#2") == val[:2]
     assert data.load("train#3,val#2") == train[:3] + val[:2]
+
+
+def test_a_folder_is_not_a_problem_file_and_is_not_hidden(tmp_path):
+    """Catches: a folder given as a problem file failing deep inside (IsADirectoryError) after being
+    added to problem.SOURCES, so that every later sandbox run hid it (a folder holding the interpreter
+    made every program fail to import). It is one DataError and never a source."""
+    import problem
+    with pytest.raises(data.DataError, match=r": not a file$"):
+        data.load(str(tmp_path))
+    assert str(tmp_path) not in problem.SOURCES and os.path.realpath(tmp_path) not in problem.SOURCES
+    _write(tmp_path / "a.jsonl", IO_REC)
+    data.load(str(tmp_path / "a.jsonl"))
+    assert os.path.realpath(tmp_path / "a.jsonl") in problem.SOURCES

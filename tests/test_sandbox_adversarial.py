@@ -360,7 +360,8 @@ def test_answers_are_out_of_reach():
 def test_a_problem_file_kept_elsewhere_is_out_of_reach():
     """Catches H3 outside the project: a world-readable problem file in a host folder no cover
     reaches was readable from inside the run. Once problems are read from it (problem.SOURCES), it
-    reads empty in the run; the control, a file beside it that no problem set came from, still reads."""
+    reads empty in the run; the control, a file beside it that no problem set came from, still reads.
+    Its name is not UTF-8 (a name like that once made every run a sandbox_error)."""
     import shutil
     import tempfile
 
@@ -372,7 +373,7 @@ def test_a_problem_file_kept_elsewhere_is_out_of_reach():
     folder = tempfile.mkdtemp(dir=parent)
     try:
         os.chmod(folder, 0o755)
-        data, other = os.path.join(folder, "set.jsonl"), os.path.join(folder, "other.txt")
+        data, other = os.path.join(folder, os.fsdecode(b"s\xe9t.jsonl")), os.path.join(folder, "other.txt")
         with open(data, "w") as f:
             f.write('{"task_id": "t/0", "prompt": "p", "entry_point": "f", "tests": ["assert f(2) == 4"], '
                     '"solution": "def f(x):\\n    return 2 * x\\n"}\n')
@@ -388,5 +389,5 @@ def test_a_problem_file_kept_elsewhere_is_out_of_reach():
         r = sandbox.run_program(program, [f"assert f({data!r}) == 0", f"assert f({other!r}) == 1"], timeout_s=1.0)
         assert r.tests == ("passed", "passed"), r.detail
     finally:
-        problem.SOURCES.discard(os.path.realpath(os.path.join(folder, "set.jsonl")))
+        problem.SOURCES.discard(os.path.realpath(os.path.join(folder, os.fsdecode(b"s\xe9t.jsonl"))))
         shutil.rmtree(folder)
