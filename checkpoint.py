@@ -31,7 +31,7 @@ import roles
 
 # flags that may change on --resume: they do not change what the steps compute
 RUNTIME_FLAGS = {"resume", "out", "workers", "profile", "report_to", "keep_checkpoints", "save_every", "steps",
-                 "time_budget"}
+                 "time_budget", "overwrite"}
 
 
 class CheckpointError(Exception):
@@ -64,6 +64,16 @@ def resume_args(ap: argparse.ArgumentParser, argv, run_dir: str) -> argparse.Nam
                                   f"(config.json); leave it out or start a new run")
     return argparse.Namespace(**{**defaults, **cfg, **{k: given[k] for k in RUNTIME_FLAGS if k in given},
                                  "resume": run_dir, "out": run_dir})
+
+
+def holds_work(run_dir) -> bool:
+    """True when RUN_DIR holds a run's work: logged steps, a checkpoint or saved adapters. A fresh start
+    there would erase it (prepare empties the logs), so train.py refuses one without --overwrite; a
+    folder a failed start left with only config.json holds nothing and is simply started again."""
+    run_dir = Path(run_dir)
+    metrics = run_dir / "metrics.jsonl"
+    return (run_dir / "checkpoints").is_dir() or (run_dir / "adapters").is_dir() or \
+        (metrics.is_file() and metrics.stat().st_size > 0)
 
 
 def fresh_state() -> dict:

@@ -73,6 +73,7 @@ def get_args(argv=None):
     a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")
     a("--keep-checkpoints", type=int, default=2, help="newest checkpoints kept (0: all)")
     a("--resume", default=None, metavar="RUN_DIR", help="go on from the run's latest checkpoint")
+    a("--overwrite", action="store_true", help="start afresh in an --out folder that holds a run (erases it)")
     a("--eval-data", default=None, help="held-out set for greedy pass@1 during training (e.g. val)")
     a("--eval-every", type=int, default=10, help="evaluate at step 0, every N steps and at the end")
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
@@ -81,6 +82,9 @@ def get_args(argv=None):
     args = ap.parse_args(argv)
     if args.resume:  # the run's own config.json; flags given again must agree
         return checkpoint.resume_args(ap, argv, args.resume)
+    if args.out and not args.overwrite and checkpoint.holds_work(args.out):
+        ap.error(f"--out {args.out} already holds a run: --resume {args.out} to go on, "
+                 "--overwrite to start it over (erasing it), or another --out")
     try:
         args.roles = roles.parse_chain(args.roles)
     except ValueError as e:

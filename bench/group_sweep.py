@@ -64,7 +64,7 @@ def main():
             g, m, extra = SETTINGS[n]
             cmd = [sys.executable, "train.py", "--init", str(Path(args.init).resolve()), "--sft-steps", "0", "--steps", str(args.steps),
                    "--problems-per-step", str(args.problems_per_step), "--num-plans", str(g), "--codes-per-plan",
-                   str(m), "--workers", "1", "--save-every", "0", "--out", str(runs[n]), *extra]
+                   str(m), "--workers", "1", "--save-every", "0", "--overwrite", "--out", str(runs[n]), *extra]
             log = open(out / f"{n}.log", "w")
             procs.append((n, subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)))
         for n, p in procs:

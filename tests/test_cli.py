@@ -136,3 +136,26 @@ def test_eval_on_a_tiny_file(tmp_path):
     assert (row["mode"], len(row["problems"]), sum(row["verdicts"].values())) == ("direct", 1, 1)
     assert row["pass@1"] == row["problems"][0]["passed"]  # n = 1: pass@1 is the pass fraction
     assert f"| base direct | direct | {100 * row['pass@1']:.1f} |" in p.stdout
+
+
+def test_a_fresh_start_never_erases_a_run(tmp_path, capsys):
+    """train.py --out RUN on a folder holding a run's work refuses in one line (prepare would empty its
+    logs and remove its checkpoints); --overwrite allows it, and a folder that a failed start left
+    with only config.json is started again without a word."""
+    import flags
+    half, logged, saved = tmp_path / "half", tmp_path / "logged", tmp_path / "saved"
+    for d in (half, logged, saved):
+        d.mkdir()
+        (d / "config.json").write_text("{}")
+    (logged / "metrics.jsonl").write_text('{"phase": "grpo", "step": 1}\n')
+    (saved / "adapters").mkdir()
+    assert flags.get_args(["--out", str(half)]).out == str(half)
+    for d in (logged, saved):
+        with pytest.raises(SystemExit) as e:
+            flags.get_args(["--out", str(d)])
+        assert e.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1].endswith(
+            f": error: --out {d} already holds a run: --resume {d} to go on, "
+            "--overwrite to start it over (erasing it), or another --out")
+        assert flags.get_args(["--out", str(d), "--overwrite"]).overwrite is True
+    assert (logged / "metrics.jsonl").read_text() == '{"phase": "grpo", "step": 1}\n'  # untouched
