@@ -181,6 +181,9 @@ def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4
                     chats.append(role.messages(problems[tree.nodes[i].problem], up))
                 level = _expand(tree, role, failing, chats, sizes[name], generate)
                 _score(tree, level, run, timeout_s, reward, judge)
+                for i in level:  # a repair with no program (its reward stays 0) leaves the program as it was:
+                    if tree.nodes[i].program is None:  # the next round repairs that one, evaluation scores it
+                        tree.nodes[i].program = tree.nodes[tree.nodes[i].parent].program
     return tree
 
 

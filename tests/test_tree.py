@@ -135,6 +135,21 @@ def test_debug_rounds_stop_when_the_visible_test_passes():
     assert "# r=1" in t.final_programs()[0][0]
 
 
+def test_a_repair_without_a_program_leaves_the_program_as_it_was():
+    """Evaluation, 3 rounds, D = 1: repair 1 is prose without code, so round 2 repairs the Coder's own
+    program again (its prompt shows it) and gets code(0.5); repair 3 has no code either, so the program
+    scored is repair 2's. Training: the code-less repair's reward is still 0. Catches: a code-less
+    repair ending its lineage with no program (a 'no_code' verdict where the Coder had a program:
+    10 of 53 val lineages of base plan+debug on 2026-12-01), or a copied program earning its reward."""
+    gen = Scripted(coder=[code(0)], debugger=["I cannot fix it.", "Bug.\n" + code(0.5), "Still no idea."])
+    t = tree.build([ADD], ["coder", "debugger"], {"coder": 1, "debugger": 1}, gen, fake_run, debug_rounds=3)
+    assert len(t.of("debugger")) == 3
+    again = gen.chats["debugger"][1][-1]["content"]  # round 2: the Coder's program and its own feedback
+    assert "# r=0\n" in again and "Expected: 3\nGot: 0" in again
+    assert t.final_programs()[0][0].endswith("# r=0.5\n")
+    assert [t.nodes[i].reward for i in t.of("debugger")] == [0.0, 0.5, 0.0]
+
+
 def test_unparseable_retrieval_gives_no_examples_and_credit_zero():
     """Retrieval 1 parses, retrieval 2 is prose: the second Planner prompt has no examples and retrieval 2's
     credit is 0 although its codes pass (1, 1) while retrieval 1's get (0.5, 0.5): A = -+0.9998 (r1 0.5 >
