@@ -273,7 +273,7 @@ def main(argv=None):
               + (f"\nresumed from {ckpt} (step {state['step']})" if ckpt else
                  f"\n{run_dir} has no checkpoint yet: starting it over" if args.resume else ""))
 
-    rows, bad, t_start = [], 0, time.perf_counter()
+    rows, bad, broken, t_start = [], 0, 0, time.perf_counter()
     with (open(run_dir / "metrics.jsonl", "a") if main_rank else open(os.devnull, "w")) as metrics_file, \
          (open(run_dir / "samples.jsonl", "a") if main_rank else open(os.devnull, "w")) as samples_file:
         def log(m: dict):
@@ -321,6 +321,12 @@ def main(argv=None):
                            f"{m['time_step_s']:.0f} s")
             state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)
             last = step == args.steps or checkpoint.budget_spent(args, state)
+            broken = broken + 1 if set(m["verdicts"]) == {"sandbox_error"} else 0
+            if broken == 2:  # no program could be judged: rewards of 0 would teach nothing, only use time
+                save(f"step-{step:06d}")
+                raise TrainingError(f"steps {step - 1}-{step}: the sandbox failed on every program "
+                                    f"({samples[0]['detail'] if samples else 'no detail'}); stopped at a checkpoint, "
+                                    f"--resume {run_dir} once it works (python -c 'import sandbox; sandbox.self_check()')")
             bad = bad + 1 if m["skipped_updates"] else 0
             if bad == 3:  # a diverged run: keep what it had, say so, stop
                 if main_rank:

@@ -199,6 +199,28 @@ def test_three_non_finite_steps_stop_with_a_checkpoint(tokenizer, monkeypatch, t
     assert (tmp_path / "adapters" / "coder" / "adapter_model.safetensors").exists()
 
 
+def test_a_sandbox_that_judges_nothing_stops_the_run_at_a_checkpoint(tokenizer, monkeypatch, tmp_path):
+    """Every program of two steps in a row gets sandbox_error (the sandbox's code was changed under a
+    running train.py, the uid lease is gone...): one-line TrainingError naming the sandbox's own detail,
+    a checkpoint at step 2 to --resume from, 2 metric lines. Catches: a run that goes on for hours with
+    reward 0, learning nothing (this happened once, for 25 minutes of four runs)."""
+    from conftest import tiny_base
+    import checkpoint
+    import models
+
+    monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
+    monkeypatch.setattr(sandbox, "run_many", lambda jobs, workers=None, progress=False: [
+        sandbox._failed_all("sandbox_error", 4, "sandbox: KeyError: 'hide_files'") for _ in jobs])
+    with pytest.raises(train.TrainingError, match=r"^steps 1-2: the sandbox failed on every program "
+                       r"\(sandbox: KeyError: 'hide_files'\); stopped at a checkpoint, --resume "):
+        train.main(["--grpo-steps", "10", "--sft-steps", "0", "--problems-per-step", "1", "--num-plans", "2",
+                    "--codes-per-plan", "2", "--max-plan-tokens", "4", "--max-code-tokens", "4", "--lora-r", "4",
+                    "--out", str(tmp_path)])
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["step"], m["verdicts"]) for m in lines] == [(1, {"sandbox_error": 4}), (2, {"sandbox_error": 4})]
+    assert checkpoint.latest(tmp_path).name == "step-000002"
+
+
 def test_kl_zero_before_update_then_positive_for_the_trained_role_only(tiny_policy, tokenizer, monkeypatch):  # bug 6
     """Fresh adapters (B = 0) + beta > 0: the step's KL is exactly 0; after it only the Coder (the one
     role with signal) moved away from the reference. Catches: a reference that is a copy taken after
