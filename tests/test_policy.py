@@ -203,7 +203,7 @@ def test_a_sandbox_that_judges_nothing_stops_the_run_at_a_checkpoint(tokenizer, 
     """Every program of two steps in a row gets sandbox_error (the sandbox's code was changed under a
     running train.py, the uid lease is gone...): one-line TrainingError naming the sandbox's own detail,
     a checkpoint at step 2 to --resume from, 2 metric lines. Catches: a run that goes on for hours with
-    reward 0, learning nothing (this happened once, for 25 minutes of four runs)."""
+    reward 0, learning nothing (this happened once: five runs side by side judged nothing for ten minutes)."""
     from conftest import tiny_base
     import checkpoint
     import models
