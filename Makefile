@@ -44,12 +44,13 @@ EXP_MODEL ?=
 MODEL_FLAG = $(if $(EXP_MODEL),--model $(EXP_MODEL))
 EXP_GRPO = $(MODEL_FLAG) --init $(EXP)/sft --sft-steps 0 --steps 1000 --time-budget $(EXP_MIN) --workers 1 $(EXP_EVAL)
 comma := ,
-ARM = test -f $(EXP)/$(1)/adapters/coder/adapter_config.json || { if [ -f $(EXP)/$(1)/checkpoints/latest ]; \
+ARM = test -f $(EXP)/$(1)/adapters/coder/adapter_config.json || { if [ -f $(EXP)/$(1)/config.json ]; \
 	then $(PY) train.py --resume $(EXP)/$(1); else $(PY) train.py $(EXP_GRPO) $(2) --out $(EXP)/$(1); fi; }
 .PHONY: experiment
 experiment: $(VENV)/.installed
 	mkdir -p $(EXP)
-	test -f $(EXP)/sft/adapters/coder/adapter_config.json || $(PY) train.py $(MODEL_FLAG) --grpo-steps 0 --out $(EXP)/sft
+	test -f $(EXP)/sft/adapters/coder/adapter_config.json || { if [ -f $(EXP)/sft/config.json ]; \
+	  then $(PY) train.py --resume $(EXP)/sft; else $(PY) train.py $(MODEL_FLAG) --grpo-steps 0 --out $(EXP)/sft; fi; }
 	export OMP_NUM_THREADS=1; \
 	( $(call ARM,core,) ) >> $(EXP)/core.log 2>&1 & a=$$!; \
 	( $(call ARM,coder,--roles coder) ) >> $(EXP)/coder.log 2>&1 & b=$$!; \
@@ -66,13 +67,14 @@ FW ?= runs/fw
 FW_MIN ?= $(EXP_MIN)
 FW_SETS ?= val
 FW_GRPO = $(MODEL_FLAG) --init $(FW)/sft --sft-steps 0 --steps 1000 --time-budget $(FW_MIN) --workers 1 $(EXP_EVAL)
-FW_ARM = test -f $(FW)/$(1)/adapters/coder/adapter_config.json || { if [ -f $(FW)/$(1)/checkpoints/latest ]; \
+FW_ARM = test -f $(FW)/$(1)/adapters/coder/adapter_config.json || { if [ -f $(FW)/$(1)/config.json ]; \
 	then $(PY) train.py --resume $(FW)/$(1); else $(PY) train.py $(FW_GRPO) --roles $(2) --out $(FW)/$(1); fi; }
 .PHONY: frameworks
 frameworks: $(VENV)/.installed
 	mkdir -p $(FW)
-	test -f $(FW)/sft/adapters/debugger/adapter_config.json || \
-	  $(PY) train.py $(MODEL_FLAG) --roles planner,coder,debugger --grpo-steps 0 --out $(FW)/sft > $(FW)/sft.log 2>&1
+	test -f $(FW)/sft/adapters/debugger/adapter_config.json || { if [ -f $(FW)/sft/config.json ]; \
+	  then $(PY) train.py --resume $(FW)/sft; else $(PY) train.py $(MODEL_FLAG) --roles planner,coder,debugger \
+	  --grpo-steps 0 --out $(FW)/sft; fi; }
 	export OMP_NUM_THREADS=1; \
 	( $(call FW_ARM,coder,coder) ) >> $(FW)/coder.log 2>&1 & a=$$!; \
 	( $(call FW_ARM,core,planner$(comma)coder) ) >> $(FW)/core.log 2>&1 & b=$$!; \

@@ -83,8 +83,8 @@ def get_args(argv=None):
     if args.resume:  # the run's own config.json; flags given again must agree
         return checkpoint.resume_args(ap, argv, args.resume)
     if args.out and not args.overwrite and checkpoint.holds_work(args.out):
-        ap.error(f"--out {args.out} already holds a run: --resume {args.out} to go on, "
-                 "--overwrite to start it over (erasing it), or another --out")
+        ap.exit(2, f"error: --out {args.out} already holds a run: --resume {args.out} to go on, "
+                "--overwrite to start it over (erasing it), or another --out\n")  # one line, no usage block
     try:
         args.roles = roles.parse_chain(args.roles)
     except ValueError as e:

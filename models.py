@@ -248,9 +248,11 @@ def load_role_adapters(model, run_dir, roles, prefix: str = ""):
     for role in roles:
         if not (base / role / "adapter_config.json").exists():
             raise ModelError(f"no trained '{role}' adapter in {base}")
-    with peft_without_bnb(getattr(model, "is_loaded_in_4bit", False)):
+    with peft_without_bnb(getattr(model, "is_loaded_in_4bit", False)), warnings.catch_warnings():
         from peft import PeftModel
 
+        # the same peft FutureWarning as in add_role_adapters: not the user's
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
         for role in roles:
             if isinstance(model, PeftModel):
                 model.load_adapter(base / role, adapter_name=prefix + role)

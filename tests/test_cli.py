@@ -154,8 +154,8 @@ def test_a_fresh_start_never_erases_a_run(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             flags.get_args(["--out", str(d)])
         assert e.value.code == 2
-        assert capsys.readouterr().err.splitlines()[-1].endswith(
-            f": error: --out {d} already holds a run: --resume {d} to go on, "
-            "--overwrite to start it over (erasing it), or another --out")
+        assert capsys.readouterr().err == (
+            f"error: --out {d} already holds a run: --resume {d} to go on, "
+            "--overwrite to start it over (erasing it), or another --out\n")
         assert flags.get_args(["--out", str(d), "--overwrite"]).overwrite is True
     assert (logged / "metrics.jsonl").read_text() == '{"phase": "grpo", "step": 1}\n'  # untouched
