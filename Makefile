@@ -44,17 +44,18 @@ EXP_MODEL ?=
 MODEL_FLAG = $(if $(EXP_MODEL),--model $(EXP_MODEL))
 EXP_GRPO = $(MODEL_FLAG) --init $(EXP)/sft --sft-steps 0 --steps 1000 --time-budget $(EXP_MIN) --workers 1 $(EXP_EVAL)
 comma := ,
-ARM = test -f $(EXP)/$(1)/adapters/coder/adapter_config.json || { if [ -f $(EXP)/$(1)/config.json ]; \
-	then $(PY) train.py --resume $(EXP)/$(1); else $(PY) train.py $(EXP_GRPO) $(2) --out $(EXP)/$(1); fi; }
+# One stage of experiment / frameworks: skipped once RUN/adapters/ROLE is saved (the run finished), resumed
+# when RUN holds a run (config.json: a stopped SFT or arm goes on), else started: $(call STAGE,RUN,ROLE,FLAGS)
+STAGE = test -f $(1)/adapters/$(2)/adapter_config.json || { if [ -f $(1)/config.json ]; \
+	then $(PY) train.py --resume $(1); else $(PY) train.py $(3) --out $(1); fi; }
 .PHONY: experiment
 experiment: $(VENV)/.installed
 	mkdir -p $(EXP)
-	test -f $(EXP)/sft/adapters/coder/adapter_config.json || { if [ -f $(EXP)/sft/config.json ]; \
-	  then $(PY) train.py --resume $(EXP)/sft; else $(PY) train.py $(MODEL_FLAG) --grpo-steps 0 --out $(EXP)/sft; fi; }
+	$(call STAGE,$(EXP)/sft,coder,$(MODEL_FLAG) --grpo-steps 0)
 	export OMP_NUM_THREADS=1; \
-	( $(call ARM,core,) ) >> $(EXP)/core.log 2>&1 & a=$$!; \
-	( $(call ARM,coder,--roles coder) ) >> $(EXP)/coder.log 2>&1 & b=$$!; \
-	( $(call ARM,core_eff,--efficiency-weight 0.5) ) >> $(EXP)/core_eff.log 2>&1 & c=$$!; \
+	( $(call STAGE,$(EXP)/core,coder,$(EXP_GRPO)) ) >> $(EXP)/core.log 2>&1 & a=$$!; \
+	( $(call STAGE,$(EXP)/coder,coder,$(EXP_GRPO) --roles coder) ) >> $(EXP)/coder.log 2>&1 & b=$$!; \
+	( $(call STAGE,$(EXP)/core_eff,coder,$(EXP_GRPO) --efficiency-weight 0.5) ) >> $(EXP)/core_eff.log 2>&1 & c=$$!; \
 	wait $$a && wait $$b && wait $$c || { echo "an arm failed: see $(EXP)/*.log"; exit 1; }
 	$(PY) eval.py $(MODEL_FLAG) --compare sft=$(EXP)/sft core=$(EXP)/core coder=$(EXP)/coder core_eff=$(EXP)/core_eff \
 	  --datasets '$(EXP_SETS)' --out $(EXP)/compare
@@ -67,14 +68,11 @@ FW ?= runs/fw
 FW_MIN ?= $(EXP_MIN)
 FW_SETS ?= val
 FW_GRPO = $(MODEL_FLAG) --init $(FW)/sft --sft-steps 0 --steps 1000 --time-budget $(FW_MIN) --workers 1 $(EXP_EVAL)
-FW_ARM = test -f $(FW)/$(1)/adapters/coder/adapter_config.json || { if [ -f $(FW)/$(1)/config.json ]; \
-	then $(PY) train.py --resume $(FW)/$(1); else $(PY) train.py $(FW_GRPO) --roles $(2) --out $(FW)/$(1); fi; }
+FW_ARM = $(call STAGE,$(FW)/$(1),coder,$(FW_GRPO) --roles $(2))
 .PHONY: frameworks
 frameworks: $(VENV)/.installed
 	mkdir -p $(FW)
-	test -f $(FW)/sft/adapters/debugger/adapter_config.json || { if [ -f $(FW)/sft/config.json ]; \
-	  then $(PY) train.py --resume $(FW)/sft; else $(PY) train.py $(MODEL_FLAG) --roles planner,coder,debugger \
-	  --grpo-steps 0 --out $(FW)/sft; fi; }
+	$(call STAGE,$(FW)/sft,debugger,$(MODEL_FLAG) --roles planner$(comma)coder$(comma)debugger --grpo-steps 0)
 	export OMP_NUM_THREADS=1; \
 	( $(call FW_ARM,coder,coder) ) >> $(FW)/coder.log 2>&1 & a=$$!; \
 	( $(call FW_ARM,core,planner$(comma)coder) ) >> $(FW)/core.log 2>&1 & b=$$!; \
