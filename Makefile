@@ -15,14 +15,14 @@ test: $(VENV)/.installed
 eval-humaneval: $(VENV)/.installed
 	$(PY) eval.py --dataset humaneval $(ARGS)
 
-# The paper's comparison in miniature (README, "The comparison"): SFT only, then from the same SFT
+# The paper's comparison in miniature (docs/experiments.md#the-comparison-make-compare): SFT only, then from the same SFT
 # 8 steps of collaborative GRPO (core) or of single-agent GRPO (coder), then one table for all
 # (pass@k with 95 % intervals, paired significance marks, EffiBench's NET / NMU: report.py).
 # COMPARE_SETS / COMPARE_EVAL choose what the table is computed on; the lower-variance option is
 #   make compare COMPARE_SETS=val,humaneval COMPARE_EVAL="--n-samples 4 --temperature 0.8"
 # (full HumanEval, pass@1 as the mean of 4 samples: 164 x 4 HumanEval programs per system instead of
 # 32 x 1. Measured on 2 cores, 2026-12-01: humaneval#32 x 4 samples took 120 s for base direct alone, so
-# the full 164 x 4 is ~10 min per direct system and more with plans: ~1 h for the five rows; README).
+# the full 164 x 4 is ~10 min per direct system and more with plans: ~1 h for the five rows; docs/experiments.md).
 COMPARE_SETS ?= val,humaneval\#32
 COMPARE_EVAL ?=
 compare: $(VENV)/.installed
@@ -31,7 +31,7 @@ compare: $(VENV)/.installed
 	$(PY) train.py --init runs/sft --sft-steps 0 --roles coder --overwrite --out runs/coder
 	$(PY) eval.py --compare sft=runs/sft coder=runs/coder core=runs/core --datasets '$(COMPARE_SETS)' $(COMPARE_EVAL) --out runs/compare
 
-# The longer experiment (README, "The experiment"): what GRPO adds beyond SFT at equal compute. One SFT,
+# The longer experiment (docs/experiments.md#the-experiment-make-experiment): what GRPO adds beyond SFT at equal compute. One SFT,
 # then side by side (one CPU thread each, so each gets the same share of the machine) collaborative GRPO
 # (core), single-agent GRPO (coder) and collaborative GRPO with the efficiency reward (core_eff), each
 # for EXP_MIN minutes of GRPO steps (--time-budget; its evaluations on EXP_EVAL not counted), then one
@@ -60,7 +60,7 @@ experiment: $(VENV)/.installed
 	$(PY) eval.py $(MODEL_FLAG) --compare sft=$(EXP)/sft core=$(EXP)/core coder=$(EXP)/coder core_eff=$(EXP)/core_eff \
 	  --datasets '$(EXP_SETS)' --out $(EXP)/compare
 
-# Issue 10's table (README, "The frameworks side by side"): every framework trained the same way at equal
+# The frameworks side by side (docs/experiments.md#the-frameworks-side-by-side-make-frameworks): every framework trained the same way at equal
 # wall time. One SFT of every role that has one (Planner, Coder, Debugger: the Retriever has no SFT
 # target), then the five chains side by side (one thread each, FW_MIN minutes of GRPO each from that SFT),
 # then one table on FW_SETS: each run in its own mode against the base model in the same mode.
@@ -103,3 +103,15 @@ handout: $(VENV)/.installed
 
 grade: $(VENV)/.installed
 	$(PY) course/grade.py $(ARGS)
+
+# Teachers (course/EXERCISES.md, "For teachers"): the Gradescope bundle (setup.sh, run_autograder, the
+# grading tree with the hidden tests; WHEELS=dir packs wheels for an offline install), and the GitHub
+# Classroom workflow written into the handout (one step per exercise: its public tests, its points).
+AUTOGRADER ?= runs/autograder.zip
+WHEELS ?=
+.PHONY: autograder classroom
+autograder: $(VENV)/.installed
+	$(PY) course/autograder.py $(AUTOGRADER) $(if $(WHEELS),--wheels $(WHEELS)) $(ARGS)
+
+classroom: $(VENV)/.installed
+	$(PY) course/classroom.py $(HANDOUT) $(ARGS)

@@ -2,9 +2,10 @@
 
 Each loader takes a local file (.jsonl / .json / .parquet, records exactly as the hub serves
 them) or, online, a Hugging Face `datasets` id, and returns I/O problems (stdin -> stdout,
-judged on io_tests) or, for call-based problems, function problems (`assert f(*args) == out`).
-Problems that cannot be judged by comparing output (no tests, a special checker, interactive)
-are skipped, and one line on stderr says how many and why.
+judged on io_tests by the source's own output checker, checkers.py) or, for call-based problems,
+function problems (`assert f(*args) == out`). Problems that cannot be judged by running the
+program on stdin (no tests, interactive, file I/O) are skipped, and one line on stderr says how
+many and why; a Codeforces problem with a checker of its own is judged by it (special_checker.py).
 
     code_contests:<file | deepmind/code_contests>[@split]     split train | valid | test (default)
     apps:<file | codeparrot/apps>[@split]                     split train | test (default)
@@ -45,6 +46,7 @@ import io
 import json
 import pickle
 import pickletools
+import re
 import sys
 import zlib
 from collections import Counter
@@ -84,7 +86,8 @@ def _code_contests(r, where, i):
     seconds = (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9
     memory_mb = (r.get("memory_limit_bytes") or 0) >> 20
     return Problem(f"code_contests/{r['name']}", r["description"], "", (), solution=(python3 or [None])[0],
-                   io_tests=tuple(tests), time_limit_s=seconds or None, memory_mb=memory_mb or None)
+                   io_tests=tuple(tests), time_limit_s=seconds or None, memory_mb=memory_mb or None,
+                   checker="code_contests")
 
 
 def load_apps(source: str, split: str | None = None, name: str = "apps") -> list[Problem]:
@@ -112,7 +115,7 @@ def _apps(r, where, i, name):
     prompt = r["question"].strip() + (f"\n\n{starter.strip()}\n" if starter.strip() else "\n")
     task_id, solution, fn = f"{name}/{r.get('problem_id', i)}", (sols or [None])[0], spec.get("fn_name")
     if not fn:
-        return Problem(task_id, prompt, "", (), solution=solution,
+        return Problem(task_id, prompt, "", (), solution=solution, checker=name,
                        io_tests=tuple((_text(x, where), _text(y, where)) for x, y in zip(ins, outs)))
     if not isinstance(fn, str) or not fn.isidentifier():
         raise DataError(f"{where}: fn_name {fn!r} is not a Python name")
@@ -128,7 +131,7 @@ def load_livecodebench(source: str, version_tag: str | None = None) -> list[Prob
     metadata has func_name. version_tag (release_v1, release_v2, ...; None: the set's default)
     picks the problems. On the hub the set is a loading script, run with trust_remote_code=True
     as lcb_runner does (datasets < 4); datasets 4 runs no scripts, and the tag is passed as the
-    config name (LiveCodeBench issue #108), which works once the hub set is converted to parquet."""
+    config name (https://github.com/LiveCodeBench/LiveCodeBench/issues/108), which works once the hub set is converted to parquet."""
     if Path(source).is_file():
         hub = {}
     elif _datasets_major() < 4:  # the loading script: version_tag is its argument
@@ -149,7 +152,7 @@ def _livecodebench(r, where, i):
     task_id = f"livecodebench/{r['question_id']}"
     prompt = r["question_content"].strip() + (f"\n\n{starter.strip()}\n" if starter.strip() else "\n")
     if not fn:
-        return Problem(task_id, prompt, "", (), io_tests=tests)
+        return Problem(task_id, prompt, "", (), io_tests=tests, checker="livecodebench")
     call = f"Solution().{fn}" if "class Solution" in starter else fn
     cases = [([_json(line, where, "test input") for line in x.split("\n") if line.strip()],  # one argument a line
               _json(y, where, "test output")) for x, y in tests]
@@ -210,16 +213,16 @@ def unpickle_string(packed: bytes, where: str = "pickle") -> str:
 
 
 def load_codeforces(source: str, split: str | None = None) -> list[Problem]:
-    """open-r1/codeforces -> I/O problems on official_tests (examples when those are empty).
-    Skipped, with the counts on stderr: a generated_checker (several right answers: our
-    token comparison would fail right programs), an interaction_format (interactive), an
-    input_mode other than stdio (reads a file), no tests."""
+    """open-r1/codeforces -> I/O problems on official_tests (examples when those are empty),
+    judged by the problem's generated_checker when it has one (several right answers:
+    special_checker.py runs it), else by checkers.codeforces; each input with the \r that
+    ends a line removed, as open-r1's runner does (piston packages/codeforces/1.0.0/run:
+    sed 's/\r$//'). Skipped, with the counts on stderr: an interaction_format (interactive),
+    an input_mode other than stdio (reads a file), no tests."""
     return _load("Codeforces", _codeforces, records(source, split or "test"), f"codeforces:{source}")
 
 
 def _codeforces(r, where, i):
-    if r.get("generated_checker"):
-        return "special checker"
     if r.get("interaction_format"):
         return "interactive"
     if r.get("input_mode") not in (None, "stdio"):
@@ -227,8 +230,12 @@ def _codeforces(r, where, i):
     tests = _pairs(r.get("official_tests") or r.get("examples") or [], where)
     if not tests:
         return "no tests"
-    return Problem(f"codeforces/{r['id']}", _codeforces_prompt(r), "", (), io_tests=tests,
-                   time_limit_s=r.get("time_limit") or None, memory_mb=int(r.get("memory_limit") or 0) or None)
+    if not isinstance(r.get("generated_checker") or "", str):
+        raise DataError(f"{where}: generated_checker must be a string (Python code) or null")
+    return Problem(f"codeforces/{r['id']}", _codeforces_prompt(r), "", (),
+                   io_tests=tuple((re.sub(r"\r$", "", given, flags=re.M), want) for given, want in tests),
+                   time_limit_s=r.get("time_limit") or None, memory_mb=int(r.get("memory_limit") or 0) or None,
+                   checker="codeforces", checker_program=r.get("generated_checker") or None)
 
 
 def _codeforces_prompt(r) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import checkers
 import coder
 import data
 import efficiency
@@ -42,7 +43,7 @@ from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests 
 
 MODES = {"direct": "coder", "plan": "planner,coder", "plan+debug": "planner,coder,debugger",
          "retrieve+plan": "retriever,planner,coder", "mapcoder": "retriever,planner,coder,debugger"}
-# the frameworks of issue 10, one tree each (tree.py); 'mapcoder' is MapCoder's full chain
+# the chains `make frameworks` compares, one tree each (tree.py); 'mapcoder' is MapCoder's full chain
 TOKENS = {"retriever": "retrieval_tokens", "planner": "plan_tokens", "coder": "code_tokens", "debugger": "repair_tokens"}
 
 
@@ -137,6 +138,7 @@ def score(problems, programs, ks, args, refs: list | None = None) -> dict:
         res = [next(results) for _ in progs]
         ok = [r for r in res if r.verdict == "passed"]
         rows.append({"task_id": p.task_id, "passed": len(ok), "verdicts": [r.verdict for r in res],
+                     **({"unsafe": True} if any(getattr(r, "unsafe", False) for r in res) else {}),  # run without namespaces
                      "details": [r.detail for r in res],
                      "cpu_ms": 1000 * sum(r.cpu_s for r in ok) / len(ok) if ok else None,
                      "peak_mb": sum(r.peak_rss_mb for r in ok) / len(ok) if ok else None,
@@ -217,9 +219,13 @@ def get_args(argv=None):
     a("--limit", type=int, default=None, help="only the first N problems of each dataset")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])
     a("--quant", default="auto", choices=["auto", "4bit", "none"])
-    a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-      help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
+    a("--dtype", default="auto", choices=models.DTYPES,
+      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on CUDA, float32 on CPU (models.choose_dtype)")
     a("--sandbox-timeout", type=float, default=4.0)
+    a("--unsafe-sandbox", action="store_true", help="run programs even where no namespace can be made "
+      "(python sandbox.py --check); every verdict is then marked unsafe")
+    a("--checker", default="auto", choices=["auto", *checkers.RULES],
+      help="output checker of I/O tests: auto = each set's own (checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=None)
     a("--out", default=None, help="JSON file or a folder to put it in; the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)
@@ -243,8 +249,9 @@ def main(argv=None):
     for spec in args.datasets.split(","):
         name, _, n = spec.partition("#")
         name += f"@{args.split}" if args.split and "@" not in name else ""
-        datasets[spec] = data.load(name)[:int(n) if n else args.limit]
+        datasets[spec] = checkers.use(data.load(name)[:int(n) if n else args.limit], args.checker)
     names = list(datasets)
+    isolation = sandbox.require(args.unsafe_sandbox)  # after loading: the problem files are covered
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
     model, tok = models.load_base(args.model, device, quant, dtype=args.dtype)
@@ -260,10 +267,10 @@ def main(argv=None):
     against = {s: [b for b in bs if b in present] for s, bs in against.items()}  # e.g. base plan not run
     model.eval()
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}",
-               "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
+               "sandbox": isolation, "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
                "systems": [{"name": s, "mode": m, "adapters": a, "against": against.get(s, []),
                              "siblings": siblings.get(s, [])} for s, a, m in systems],
-               "results": {}, "references": {}}
+               "results": {}, "references": {}, "checkers": {d: checkers.describe(p) for d, p in datasets.items()}}
     t0 = time.perf_counter()
     for d, problems in datasets.items():
         print(f"{d}: {len(problems)} problems, n={args.n}, temperature={args.temperature}")
@@ -293,5 +300,5 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         main()
-    except (models.ModelError, data.DataError) as e:
+    except (models.ModelError, data.DataError, sandbox.SandboxError) as e:
         sys.exit(f"error: {e}")

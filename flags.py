@@ -6,6 +6,7 @@ and, for --resume, takes the run's own config.json (checkpoint.resume_args).
 import argparse
 import os
 
+import checkers
 import checkpoint
 import models
 import retriever
@@ -20,14 +21,14 @@ def get_args(argv=None):
     a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"])
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
-    a("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-      help="compute dtype; auto: bfloat16 on CUDA and on CPUs with AMX, else float32 (models.compute_dtype)")
+    a("--dtype", default="auto", choices=models.DTYPES,
+      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on CUDA, float32 on CPU (models.choose_dtype)")
     a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--time-budget", type=float, default=None, metavar="MIN",
       help="also stop GRPO once its steps took MIN minutes (wall; evaluation and checkpoints not counted)")
     a("--problems-per-step", type=int, default=2)
-    a("--num-plans", type=int, default=2, help="G: plans per node above (README, 'Group sizes': chosen by measurement)")
+    a("--num-plans", type=int, default=2, help="G: plans per node above (docs/experiments.md, 'Group sizes': chosen by measurement)")
     a("--codes-per-plan", type=int, default=None, help="M: programs per plan (default 4; 2 with a recall retriever)")
     a("--max-plan-tokens", type=int, default=48)
     a("--max-code-tokens", type=int, default=128)
@@ -58,6 +59,9 @@ def get_args(argv=None):
     a("--debug-reward", default="pass_rate", choices=["pass_rate", "gain"],
       help="a repair's reward: its pass rate on all tests, or that minus the repaired program's")
     a("--debug-gamma", type=float, default=0.0, help="Coder reward += gamma * mean(its repairs' rewards)")
+    a("--unsafe-sandbox", action="store_true",
+      help="where no namespace can be made (python sandbox.py --check), run programs anyway with what is left "
+           "(rlimits, a temp dir; a leased uid as root); every verdict is then marked unsafe")
     a("--init", default=None, help="start from the adapters of an earlier run folder")
     a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
     a("--sft-batch", type=int, default=8)
@@ -67,6 +71,8 @@ def get_args(argv=None):
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
     a("--max-grad-norm", type=float, default=1.0)
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
+    a("--checker", default="auto", choices=["auto", *checkers.RULES],
+      help="output checker of I/O tests: auto = each set's own (checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
     a("--seed", type=int, default=0)
     a("--out", default=None, help="run folder (default runs/<date-time>)")
@@ -89,6 +95,6 @@ def get_args(argv=None):
         args.roles = roles.parse_chain(args.roles)
     except ValueError as e:
         ap.error(str(e))
-    if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem (issue 10)
+    if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
         args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
     return args

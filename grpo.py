@@ -4,7 +4,7 @@ One problem x gives a tree of rollouts (shapes for B problems, G plans each, M c
 
     x --Planner--> p_1..p_G --Coder--> c_i1..c_iM --sandbox--> r_ij in [0, 1]     r: [B, G, M]
 
-Advantages (our reading of CoRe-Code's "collaboration-aware" credit, ../README.md "How the loss works"):
+Advantages (our reading of CoRe-Code's "collaboration-aware" credit, docs/algorithm.md#how-the-loss-works):
     Coder   A^C_ij = (r_ij - mean_j r_i.) / (std_j r_i. + eps)    baseline = codes of the SAME plan
     Planner R^P_i  = mean_j r_ij  (or max_j r_ij: --planner-credit max),
             A^P_i  = (R^P_i - mean_i R^P) / (std_i R^P + eps)
@@ -15,7 +15,8 @@ Worked example (test_grpo.py checks it), one problem, G = 2 plans x M = 2 codes,
     Planner, max credit:  R^P = [1, 0],   mean 0.5,  std 0.5  -> A^P = +-0.99980
     Coder, --coder-baseline problem: one group [1, 0, 0, 0], mean 0.25, std 0.43301
                                      -> A = 0.75 / 0.43311 = 1.73165 and -0.25 / 0.43311 = -0.57722
-Tree (issue 10; `tree_advantages`, THE credit rule of every level; the above is its two-level case):
+Tree (`tree_advantages`, THE credit rule of every level, the one training calls; the above is its
+two-level case):
     one problem is the root of a tree  [Retriever x R] -> Planner x G -> Coder x M  (levels optional but
     the Coder). A node's reward is the mean (--credit mean) or max of the rewards of the VALID final
     programs below it (at any depth: not a mean of means); its advantage is normalised among its
@@ -39,7 +40,7 @@ Yu et al. 2025, sec. 3.1/3.3; k3 KL estimator: Schulman 2020, "Approximating KL 
     KL_t  = exp(logp_ref_t - logp_t) - (logp_ref_t - logp_t) - 1
     L     = - sum_{seq,t} w_t [ min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A) - beta KL_t ]
 with weights w from `loss_weights` (they sum to 1 over the whole step for 'token' and 'grpo').
-Efficiency reward (issue 14; `efficiency_bonus`, --efficiency-weight lambda), for program j of problem b
+Efficiency reward (`efficiency_bonus`, --efficiency-weight lambda), for program j of problem b
 that passes EVERY test, with t = its tests' CPU seconds (EffiBench's ET, efficiency.py):
     NET_bj = max(t_bj, floor) / max(t0_b, floor),  t0_b = the reference's t when the record has one,
                                                     else min t over the fully-passing programs of problem b
@@ -201,8 +202,8 @@ def tree_advantages(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Te
 
     rewards, valid, parent [N] as in node_credit; group [N] long (default: parent); fixed [N] bool
     (default none): inner nodes whose credit is rewards[i] whatever lies below (an unparseable
-    retrieval: 0, issue 10). Returns (R [N], A [N], zero_std [N]). coder_advantages and
-    planner_advantages are its two-level case (two_level_tree); the Debugger's groups
+    retrieval: 0). Returns (R [N], A [N], zero_std [N]). Training calls it through tree.advantages;
+    coder_advantages and planner_advantages are its two-level case (two_level_tree); the Debugger's groups
     (debugger_advantages) are a forest of depth 1 under each failing program.
     """
     R, ok = node_credit(rewards, valid, parent, credit)
@@ -214,7 +215,9 @@ def tree_advantages(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Te
 
 def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str = "plan", scale: bool = True):
     """Coder advantages [B, G, M] from rewards [B, G, M]: tree_advantages at the leaves of
-    two_level_tree (a leaf's credit is its own reward, so only the grouping is left).
+    two_level_tree (a leaf's credit is its own reward, so only the grouping is left). Training gets the
+    same numbers from tree.advantages (one call of tree_advantages for every role); this two-level form
+    is for reading, the tests and the course.
 
     baseline 'plan' (default): group = the M codes written for the same plan (the code's parent),
     so a bad plan does not punish the Coder. 'problem': group = all G*M codes of the problem
@@ -237,7 +240,8 @@ def coder_advantages(rewards: torch.Tensor, valid: torch.Tensor, baseline: str =
 def planner_advantages(rewards: torch.Tensor, valid: torch.Tensor, plan_valid: torch.Tensor,
                        credit: str = "mean", scale: bool = True):
     """Planner advantages [B, G]: a plan is worth what the Coder achieves with it, R^P_i
-    (tree_advantages at the middle level of two_level_tree).
+    (tree_advantages at the middle level of two_level_tree). Training gets the same numbers from
+    tree.advantages; this two-level form is for reading, the tests and the course.
 
     rewards, valid: [B, G, M]; plan_valid: [B, G] (the plan itself is non-empty).
     credit 'mean': R^P_i = mean of its valid codes' rewards (the expected result of following it);
@@ -262,8 +266,8 @@ def debugger_advantages(repaired: torch.Tensor, valid: torch.Tensor, original: t
     rate of the program each repaired. reward 'pass_rate': r = repaired; 'gain': r = repaired -
     original (can be < 0). Within a group the original is one constant, so both give the SAME
     advantages (A = r - mean r is shift-invariant, and so is the std); they differ in the reward
-    that is logged, and a gain tells at a glance whether debugging helped (our choice to offer both,
-    as the issue asks). Returns (rewards [K, D], A [K, D], zero_std [K]). ValueError for another reward.
+    that is logged, and a gain tells at a glance whether debugging helped (our choice to offer both).
+    Returns (rewards [K, D], A [K, D], zero_std [K]). ValueError for another reward.
     """
     if reward not in ("pass_rate", "gain"):
         raise ValueError(f"unknown debug reward '{reward}': use pass_rate or gain")

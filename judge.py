@@ -24,24 +24,9 @@ it printed "3" -- which it could have done honestly. Its advantage is nil; it pa
 only by guessing the literal (as a constant-returning program would), which is why `== True` /
 `== False` on anything but a direct call of the program's own function goes to the judge.
 
-The I/O checker (`outputs_match`), the rule and where it comes from:
-  - both outputs are split on whitespace (any run of spaces, tabs, newlines), so trailing spaces,
-    blank lines and a missing final newline do not matter -- CodeContests' OutputsMatch
-    (deepmind/code_contests, execution/tester_sandboxer.cc: absl::StrSplit on " \\n\\t\\r\\v",
-    SkipEmpty). LiveCodeBench (lcb_runner/evaluation/testing_util.py, grade_stdio) compares line
-    by line after strip(); we drop line structure, as CodeContests does.
-  - equal tokens match. An expected token that is an integer wants an integer token of the same
-    value, exactly (any length, as text: "-007" is -7; "1e17" is not 100000000000000001 nor is
-    "123456850.0" 123456789: no tolerance, LiveCodeBench's reason for Decimal).
-  - an expected token with a '.' or an exponent, and a decimal number token, match when
-    |out - expected| <= TOLERANCE * max(1, |expected|): absolute OR relative error 1e-6 (our
-    choice: the wording of Codeforces statements, "absolute or relative error does not exceed
-    1e-6", and testlib's doubleCompare). CodeContests uses an absolute 1e-5 (ValuesMatch,
-    kDoublePrecision); LiveCodeBench exact Decimal equality. So 0.30000000000000004 matches 0.3,
-    1e-7 matches 0.0, 1000000.5 matches 1000000.0 (relative 5e-7), 0.00001 does not match 0.0;
-    but 1e-7 does not match 0 nor 3.0 match 3 (an integer expected).
-  - case matters (CodeContests lowercases both; LiveCodeBench and testlib's wcmp do not: a "YES"
-    for "yes" is wrong here). nan, inf and other words are compared as words.
+The I/O checker: the problem's rule from checkers.py (one per benchmark; `strict` for our own
+sets), applied here to each I/O test's stdout as it arrives; a problem's own checker program
+(special_checker.py) judges the outputs once the program's run is over.
 """
 import ast
 import contextlib
@@ -50,12 +35,13 @@ import marshal
 import re
 import reprlib
 
-VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error")
+import checkers
+from checkers import strict as outputs_match, tokens_match  # noqa: F401  (re-exported: judge.outputs_match)
+
+VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error",
+            "judge_error")  # judge_error: the problem's own checker program failed (special_checker.py)
 FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # what the program's side may claim
-TOLERANCE = 1e-6
-INTEGER = re.compile(rb"[+-]?\d+")
 PEAK = re.compile(rb"\d{1,12}")
-DECIMAL = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 # -- what each test is --------------------------------------------------------------------------
@@ -155,45 +141,7 @@ def plan_tests(program, tests, io_tests=(), setup=""):
     return plans + [("io", str(given), str(expected)) for given, expected in io_tests]
 
 
-# -- the I/O checker ------------------------------------------------------------------------------
-
-def outputs_match(output: bytes, expected: bytes) -> bool:
-    """CodeContests' convention with a 1e-6 absolute-or-relative tolerance (module docstring).
-
-    >>> outputs_match(b"0.30000000000000004  \\n\\n", b"0.3"), outputs_match(b"YES", b"yes")
-    (True, False)
-    """
-    got, want = output.split(), expected.split()
-    if got == want:
-        return True
-    return len(got) == len(want) and all(tokens_match(a, b) for a, b in zip(got, want))
-
-
-def tokens_match(token: bytes, expected: bytes) -> bool:
-    """One token against the expected one (module docstring). An integer expected token wants an
-    integer token of the same value: no 1e17 for 100000000000000001 (H7).
-
-    >>> tokens_match(b"1e17", b"100000000000000001"), tokens_match(b"-007", b"-7"), tokens_match(b"3", b"3.0")
-    (False, True, True)
-    """
-    if token == expected:
-        return True
-    if INTEGER.fullmatch(expected):
-        return INTEGER.fullmatch(token) is not None and _integer_text(token) == _integer_text(expected)
-    if DECIMAL.fullmatch(token) and DECIMAL.fullmatch(expected):
-        a, b = float(token), float(expected)
-        return abs(a - b) <= TOLERANCE * max(1.0, abs(b))
-    return False
-
-
-def _integer_text(token):
-    """An integer token in one spelling: no "+", no leading zeros, "-0" is "0". Compared as text,
-    not int(): int() refuses more than 4300 digits (sys.int_info.str_digits_check_threshold)."""
-    negative, digits = token.startswith(b"-"), token.lstrip(b"+-").lstrip(b"0") or b"0"
-    return b"-" + digits if negative and digits != b"0" else digits
-
-
-# -- decoding what the child sends (H4) ----------------------------------------------------------
+# -- decoding what the child sends: bounded (docs/sandbox.md#h4-costly-report-decoding) -------------
 
 MAX_ITEMS = 1 << 21  # objects in one report (a list of 2M ints is 10 MB of marshal)
 MAX_DEPTH = 100  # nesting of containers
@@ -293,20 +241,24 @@ class Reports:
     """Consumes the child's output line by line (sandbox_process.read_until_exit calls `feed`), so
     that an I/O test's stdout is judged as soon as it arrives and then dropped: memory stays at one
     report, whatever 50 tests print. Keeps [(sender, peak KiB, message)] and the last stray line
-    (the runner's own traceback, when it crashed)."""
+    (the runner's own traceback, when it crashed).
+    checker: the name of the problem's rule (checkers.rule). keep: the problem has a checker
+    program of its own; then each output is kept, {i: (input, expected, stdout)} in `kept`, its
+    test "judge_error" until `settle` gives the checker's verdicts."""
 
-    def __init__(self, plans, tokens):
+    def __init__(self, plans, tokens, checker="strict", keep=False):
         self.plans, self.messages, self.stray = plans, [], b""
         self.prefixes = {sender: token.encode() + b" " for sender, token in tokens.items()}
+        self.rule, self.kept = checkers.rule(checker), {} if keep else None
 
     def feed(self, line):
         for sender, prefix in self.prefixes.items():
             if line.startswith(prefix):
                 with contextlib.suppress(Exception):
                     peak, payload = line[len(prefix):].split(b" ")
-                    if not PEAK.fullmatch(peak):  # KiB: at most 12 digits, no 10**400 (H5)
+                    if not PEAK.fullmatch(peak):  # KiB: at most 12 digits, no 10**400 (docs/sandbox.md#h5-malformed-report-fields)
                         return
-                    message = loads_plain(bytes.fromhex(payload.decode()))  # bounded cost (H4)
+                    message = loads_plain(bytes.fromhex(payload.decode()))  # bounded cost (docs/sandbox.md#h4-costly-report-decoding)
                     if type(message) is tuple and message and type(message[0]) is str:
                         self.messages.append((sender, int(peak), self._digest(message)))
                 return
@@ -319,17 +271,32 @@ class Reports:
         if message[0] != "io":
             return message
         _, i, status, stdout, stderr_tail, *timing = message
+        if type(i) is not int or not 0 <= i < len(self.plans):
+            return ("malformed",)
         kind, given, expected = self.plans[i]
         if kind != "io":
             return ("malformed",)
-        if status == "exited 0":
-            verdict = "passed" if outputs_match(stdout, expected.encode()) else "failed"
+        if status == "exited 0" and type(stdout) is not bytes:
+            return ("malformed",)
+        if status == "exited 0" and self.kept is not None:  # the problem's checker program decides
+            self.kept.setdefault(i, (given, expected, stdout))
+            verdict, detail = "judge_error", "the problem's checker did not run"
+        elif status == "exited 0":
+            said = self.rule(stdout, expected.encode())  # a rule's bool, or a verdict (checker_verdict)
+            verdict = said if type(said) is str else "passed" if said else "failed"
             detail = "" if verdict == "passed" else f"wrong output: got {reprlib.repr(stdout.decode(errors='replace'))}"
         elif status in FAILURES:  # never "passed": only our own comparison passes an I/O test
             verdict, detail = status, stderr_tail or status
         else:  # "exited 3", "killed by SIGSEGV": an error, even when the output was right
             verdict, detail = "error", stderr_tail or status
         return ("io", i, verdict, detail[:300], *timing)
+
+    def settle(self, verdicts):
+        """The checker program's verdicts {i: (verdict, detail)} (special_checker.verdicts) in place of the
+        "judge_error" that each kept output's test holds until then."""
+        self.messages = [(sender, peak, ("io", m[1], *verdicts[m[1]], *m[4:])
+                          if m[0] == "io" and m[1] in verdicts and m[2] == "judge_error" else m)
+                         for sender, peak, m in self.messages]
 
 
 def _timing(values):
@@ -352,7 +319,7 @@ def judge(tests, plans, reports, ended, judged_by):
         with contextlib.suppress(IndexError, TypeError, ValueError, RecursionError):  # malformed: ignored
             if sender == "program" and kind == "sandbox_error" and ("program", "started") not in phases:
                 return "sandbox_error", ("sandbox_error",) * n, f"sandbox: {args[0]}", timing
-            if sender == "program" and kind == "load_failed":  # never "passed": forged (H1)
+            if sender == "program" and kind == "load_failed":  # never "passed": forged (docs/sandbox.md#h1-forged-load-report)
                 verdict = args[0] if args[0] in FAILURES else "error"
                 return verdict, (verdict,) * n, str(args[1])[:500], timing
             phases.add((sender, kind))

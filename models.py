@@ -12,6 +12,7 @@ Names a user can give to `--model`:
   Qwen2.5-Coder-1.5B      short names resolve to Qwen/Qwen2.5-Coder-<size>-Instruct
   org/name or a folder    any hub id or local model folder
 """
+import functools
 import importlib.util
 import os
 import re
@@ -101,45 +102,48 @@ def embedded_folder() -> Path:
     return out
 
 
-CPUINFO = "/proc/cpuinfo"
+DTYPES = ("auto", "float32", "bfloat16", "autocast")  # --dtype of train.py and eval.py
 
 
-def cpu_has_amx_bf16(cpuinfo: str | None = None) -> bool:
-    """True when the CPU flags list amx_bf16 (Intel AMX tiles with bfloat16, Sapphire Rapids and later).
+def choose_dtype(device: str, dtype: str = "auto") -> str:
+    """The setting `--dtype auto|float32|bfloat16|autocast` stands for on `device`: 'float32',
+    'bfloat16' (weights and compute in bf16) or 'autocast' (fp32 weights; matmuls in bf16 under
+    torch.autocast, norms, softmax and the residual stream in fp32).
 
-    cpuinfo: the text of /proc/cpuinfo (read when None; False where it does not exist, e.g. macOS).
-    avx512_bf16 alone is not enough: it only converts and dots bf16 pairs, and the AMD EPYC on which
-    bf16 ran slower than fp32 (compute_dtype) is the kind of CPU that has it.
-    """
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path(CPUINFO).read_text()
-        except OSError:
-            return False
-    return any(line.startswith("flags") and "amx_bf16" in line.split() for line in cpuinfo.splitlines())
-
-
-def compute_dtype(device: str, dtype: str = "auto", cpuinfo: str | None = None) -> torch.dtype:
-    """The compute dtype for `--dtype auto|float32|bfloat16` on `device`.
-
-    auto: bfloat16 on CUDA; on CPU bfloat16 only with AMX bf16 (measured, SmolLM2-135M, batch 8:
-    Intel Xeon with AMX, 2026-12-01: generate 59 -> 87 tokens/s (1.47x), forward+backward 5.83 s ->
-    3.96 s; AMD EPYC without AMX, 2026-11-30: bf16 slower than fp32), else float32 (exact path for tests).
+    auto: bfloat16 on CUDA; on a CPU float32 (rule measured by accuracy, not speed alone: docs/speed.md#the-cpu-dtype-by-accuracy):
+    Intel Xeon with AMX, 2026-12-01, base SmolLM2-135M greedy on 77 held-out problems: bf16 1.66x faster
+    than fp32 but it solved 8 + 10 of the problems fp32 solved 12 + 10 of (direct + plan); autocast 1.25x
+    faster, 11 + 11. AMD EPYC (no AMX), 2026-11-30 and 2026-12-02: bf16 and autocast both slower than fp32.
     Raises ModelError for another name.
     """
-    if dtype == "float32":
-        return torch.float32
-    if dtype == "bfloat16":
-        return torch.bfloat16
+    if dtype in ("float32", "bfloat16", "autocast"):
+        return dtype
     if dtype != "auto":
-        raise ModelError(f"unknown --dtype '{dtype}': use auto, float32 or bfloat16")
-    if device == "cuda":
-        return torch.bfloat16
-    return torch.bfloat16 if cpu_has_amx_bf16(cpuinfo) else torch.float32
+        raise ModelError(f"unknown --dtype '{dtype}': use {', '.join(DTYPES)}")
+    return "bfloat16" if device == "cuda" else "float32"
+
+
+def compute_dtype(device: str, dtype: str = "auto") -> torch.dtype:
+    """The weights' dtype for `--dtype` on `device` (choose_dtype): bfloat16 for 'bfloat16', else float32."""
+    return torch.bfloat16 if choose_dtype(device, dtype) == "bfloat16" else torch.float32
+
+
+def with_autocast(model, device: str):
+    """--dtype autocast: every forward of `model` runs under torch.autocast(device, bfloat16), so its
+    matmuls run in bf16 on fp32 weights (torch's autocast op lists decide per op); backward follows the
+    forward's dtypes. Returns the same model."""
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def autocast_forward(*args, **kwargs):
+        with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            return forward(*args, **kwargs)
+    model.forward = autocast_forward
+    return model
 
 
 def default_quant(device: str) -> str:
-    """4-bit NF4 on CUDA; none on CPU (measured: see README, "Why fp32 on CPU")."""
+    """4-bit NF4 on CUDA; none on CPU (measured: docs/speed.md#quantisation-and-the-compute-dtype-on-cpu)."""
     return "4bit" if device == "cuda" else "none"
 
 
@@ -156,8 +160,7 @@ def load_tokenizer(path: str):
 def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: str = "auto"):
     """Load (base causal LM, tokenizer). quant: '4bit' (bitsandbytes NF4) or 'none'.
 
-    dtype: auto | float32 | bfloat16, the compute dtype (compute_dtype: auto = bfloat16 on CUDA and on
-    CPUs with AMX, else float32). Raises ModelError (one line) when the model cannot be found or a
+    dtype: auto | float32 | bfloat16 | autocast (choose_dtype: auto = bfloat16 on CUDA, float32 on a CPU). Raises ModelError (one line) when the model cannot be found or a
     needed package / device is missing.
     """
     from transformers import AutoModelForCausalLM
@@ -166,6 +169,7 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
     if device == "cuda" and not torch.cuda.is_available():
         raise ModelError("--device cuda was asked for but torch sees no CUDA GPU")
     path = resolve(name)
+    autocast = choose_dtype(device, dtype) == "autocast"
     dtype = compute_dtype(device, dtype)
     kwargs = dict(dtype=dtype)
     if quant == "4bit":
@@ -188,7 +192,7 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
     if quant != "4bit":
         model.to(device)
     model.generation_config.pad_token_id = tok.pad_token_id
-    return model, tok
+    return (with_autocast(model, device) if autocast else model), tok
 
 
 @contextmanager

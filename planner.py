@@ -3,7 +3,8 @@
 A role is three small pieces (see coder.py for the other one):
   messages(problem)  the chat prompt;  parse(text)  its completion -> what goes downstream;
   sft_target(problem)  the cold-start SFT completion. Its reward and baseline group are formed in
-  grpo.planner_advantages: a plan is worth the mean reward of the codes written from it.
+  tree.advantages -> grpo.tree_advantages: a plan is worth the mean reward of the codes written from it,
+  normalised among the other plans for the same problem (grpo.planner_advantages writes out that case).
 
 Code inside a plan is STRIPPED (our choice): the Coder must never receive code from the Planner,
 otherwise the Planner would learn to solve the task itself and "planning" would be a copy step.

@@ -10,6 +10,8 @@ Every source becomes one record, `Problem`, of one of two kinds:
                       run whole once per test, judged by the sandbox's output checker.
 Both may carry solution and plan (training sets), time_limit_s (CPU seconds per test) and
 memory_mb, and a function problem a slow_solution (a deliberately slow but correct reference).
+An I/O problem names its output checker (checkers.py: its source's rule, `strict` for ours) and may
+carry a checker program of its own (checker_program: open-r1/codeforces' generated_checker).
 Which sets exist and how they are named is data.py's concern; benchmarks.py reads the
 competitive-programming benchmarks into this record.
 
@@ -22,6 +24,8 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+import checkers
 
 SOURCES: set[str] = set()  # the files problems were read from: hidden from every program (above)
 
@@ -43,6 +47,8 @@ class Problem:
     time_limit_s: float | None = None  # CPU s per test; None -> the caller's --sandbox-timeout
     memory_mb: int | None = None  # None -> sandbox.MEMORY_MB
     slow_solution: str | None = None  # stress problems: a deliberately slow but correct solution
+    checker: str = "strict"  # the I/O tests' rule, a name of checkers.RULES
+    checker_program: str | None = None  # the problem's own checker (special_checker.py), if any
 
     @property
     def is_io(self) -> bool:
@@ -50,15 +56,20 @@ class Problem:
 
     def sandbox_job(self, program, timeout_s: float) -> dict:
         """kwargs for sandbox.run_program / run_many: program, tests, io_tests, setup,
-        timeout_s (= time_limit_s or timeout_s), memory_mb (only when set).
+        timeout_s (= time_limit_s or timeout_s), memory_mb (only when set), and for an I/O
+        problem its checker (and checker_program, when it has one).
 
         >>> Problem("t", "Print 1.", "", (), io_tests=(("", "1"),), memory_mb=64).sandbox_job("print(1)", 4.0)
-        {'program': 'print(1)', 'tests': [], 'io_tests': [('', '1')], 'setup': '', 'timeout_s': 4.0, 'memory_mb': 64}
+        {'program': 'print(1)', 'tests': [], 'io_tests': [('', '1')], 'setup': '', 'timeout_s': 4.0, 'memory_mb': 64, 'checker': 'strict'}
         """
         job = dict(program=program, tests=list(self.tests), io_tests=list(self.io_tests), setup=self.setup,
                    timeout_s=self.time_limit_s or timeout_s)
         if self.memory_mb is not None:
             job["memory_mb"] = self.memory_mb
+        if self.is_io:
+            job["checker"] = self.checker
+        if self.checker_program:
+            job["checker_program"] = self.checker_program
         return job
 
 
@@ -69,7 +80,8 @@ def load_jsonl(path) -> list[Problem]:
 
     Function record: task_id, prompt, entry_point, tests [str, ...], optional setup, solution,
     plan, slow_solution, time_limit_s. I/O record: task_id, prompt, io_tests [{"input": str,
-    "output": str}, ...], optional solution, plan, time_limit_s, memory_mb; no entry_point/tests.
+    "output": str}, ...], optional solution, plan, time_limit_s, memory_mb, checker (a name of
+    checkers.RULES; default strict); no entry_point/tests.
     Other keys (difficulty) are ignored.
     """
     path = Path(path)
@@ -110,9 +122,12 @@ def _problem(rec, where) -> Problem:
         raise DataError(f"{where}: a problem has function tests or I/O tests, not both "
                         "(an I/O record has no 'entry_point' / 'tests')")
     if "io_tests" in rec:
+        checker = rec.get("checker", "strict")
+        if not isinstance(checker, str) or checker not in checkers.RULES:
+            raise DataError(f"{where}: 'checker' must be one of {', '.join(checkers.RULES)}, got {checker!r}")
         return Problem(rec["task_id"], rec["prompt"], "", (), "", rec.get("solution"), rec.get("plan"),
                        io_tests=_io_tests(rec["io_tests"], where), slow_solution=rec.get("slow_solution"),
-                       **limits)
+                       checker=checker, **limits)
     if "tests" not in rec:
         raise DataError(f"{where}: no tests: a problem needs 'tests' (with 'entry_point') or 'io_tests'")
     if not isinstance(rec.get("entry_point"), str):

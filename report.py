@@ -82,6 +82,9 @@ def markdown(results: dict) -> str:
                  f"test against the base model in the same mode / the run it started from, {SIBLING}: against an earlier "
                  f"run from the same start, p < {stats.ALPHA} "
                  "(McNemar's exact test when every per-problem score is 0 or 1, else the paired bootstrap).")
+    if results.get("checkers"):
+        lines.append("\nOutput checkers of the I/O tests (checkers.py): "
+                     + "; ".join(f"{d}: {checker_note(results['checkers'].get(d, {}))}" for d in datasets) + ".")
     lines.append(f"\n\\* EffiBench's metrics (Huang et al. 2024) over the problems every system solves and whose "
                  f"reference passed ({notes}): ET = CPU ms of the tests themselves, MU = peak MiB of a test above "
                  f"the process before it; NET / NMU = the same over the reference solution's on the same tests "
@@ -103,6 +106,20 @@ def markdown(results: dict) -> str:
             lines.append(f"- {d} · {s['name']}: {row['verdicts']}; {toks}code {row['code_tokens']:.0f} tokens; "
                          f"{row['generation_s']:.0f} s")
     return "\n".join(lines)
+
+
+def checker_note(counts: dict) -> str:
+    """One dataset's checkers.describe counts in words.
+
+    >>> checker_note({"codeforces": 5, "special": 2}), checker_note({})
+    ('codeforces (5 problems, 2 with their own checker program)', 'none (function tests only)')
+    """
+    if not counts:
+        return "none (function tests only)"
+    special = counts.get("special", 0)
+    return ", ".join(f"{name} ({n} problem{'s' * (n != 1)}" + (f", {special} with their own checker program"
+                                                              if special and name == "codeforces" else "") + ")"
+                     for name, n in counts.items() if name != "special")
 
 
 EVAL_CURVE = ("eval_pass@1", "held-out pass@1 (greedy)")  # from the eval lines (train.py --eval-data)

@@ -59,7 +59,7 @@ ROLES = {role.name: role for role in (  # tree order; one line per role
 )}
 
 CHAINS = ("coder", "planner,coder", "planner,coder,debugger", "retriever,planner,coder",
-          "retriever,planner,coder,debugger")  # the frameworks of issue 10 (any valid chain is accepted)
+          "retriever,planner,coder,debugger")  # the chains `make frameworks` compares (any valid chain is accepted)
 
 
 def sft_roles(chain) -> list[str]:

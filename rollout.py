@@ -7,14 +7,17 @@ Layout of every row, prompts LEFT-padded to a common width P, completions RIGHT-
     attn  [N, L]   0   0   1 1 1 1 | 1 1 1 1   1   1         (after the prompt: all ones)
     mask  [N, T]                   | 1 1 1 1   0   0         (completion up to its first EOS)
 
-Rows are prompt-major: with n samples per prompt, row i*n + k is sample k of prompt i.
+Rows are prompt-major: with n samples per prompt, row i*n + k is sample k of prompt i, so rows
+i*n .. i*n + n-1 share their prompt (`Rollout.n`): the sampler prefills it once (decode.py) and the
+loss pass forwards it once (`shared_prompt_logprobs`).
 """
 import re
 from dataclasses import dataclass
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import DynamicCache
 
+import decode
 from grpo import completion_mask, token_logprobs
 
 
@@ -27,6 +30,8 @@ class Rollout:
     mask: torch.Tensor  # [N, T] float 0/1, completion tokens (positions, never pad ids)
     truncated: torch.Tensor  # [N] bool, no EOS within the token budget
     texts: list  # N decoded completions (special tokens removed)
+    n: int = 1  # rows per prompt: rows i*n .. i*n + n-1 share prompt i
+    logp: torch.Tensor | None = None  # [N, T] the sampler's log-probs of its tokens (0 outside the mask); None: not sampled
 
     @property
     def valid(self) -> torch.Tensor:
@@ -41,7 +46,7 @@ def encode_prompts(tok, chats: list, device) -> dict:
     return tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
 
 
-def _finish(tok, seqs, prompt_attn, P, stop: str | None = None) -> Rollout:
+def _finish(tok, seqs, prompt_attn, P, stop: str | None = None, n: int = 1) -> Rollout:
     mask, truncated = completion_mask(seqs, P, tok.eos_token_id)  # [N, T], [N]
     attn = torch.cat([prompt_attn, torch.ones_like(seqs[:, P:])], dim=1)  # [N, L]
     texts = tok.batch_decode(seqs[:, P:] * mask.long() + tok.eos_token_id * (1 - mask.long()),
@@ -53,22 +58,18 @@ def _finish(tok, seqs, prompt_attn, P, stop: str | None = None) -> Rollout:
         pos = torch.arange(mask.shape[1], device=seqs.device)  # [T]
         mask = torch.where(stopped[:, None], (pos[None, :] < before_eos[:, None]).float(), mask)
         truncated = truncated & ~stopped
-    return Rollout(seqs, attn, P, mask, truncated, texts)
+    return Rollout(seqs, attn, P, mask, truncated, texts, n)
 
 
-class StopOnPattern(StoppingCriteria):
-    """Stop a row once its completion text matches `pattern` (e.g. a closed ``` block).
+def stop_on_pattern(tok, pattern: str):
+    """decode.decode's `stopped`: a row ends once its completion text matches `pattern` (e.g. a closed
+    ``` block). The sampler pads it with EOS after that; `_finish` ends its mask at the pattern, so only
+    tokens the policy really sampled enter the loss, and the row is not truncated."""
+    regex = re.compile(pattern, re.S)
 
-    generate() then pads the row with EOS (see `sample`); `_finish` ends that row's mask at the
-    pattern, so only tokens the policy really sampled enter the loss, and the row is not truncated.
-    """
-
-    def __init__(self, tok, prompt_len: int, pattern: str):
-        self.tok, self.P, self.pattern = tok, prompt_len, re.compile(pattern, re.S)
-
-    def __call__(self, input_ids, scores, **kwargs) -> torch.Tensor:
-        texts = self.tok.batch_decode(input_ids[:, self.P:], skip_special_tokens=True)
-        return torch.tensor([bool(self.pattern.search(t)) for t in texts], device=input_ids.device)
+    def stopped(rows, tokens):  # rows [A], tokens [A, t]
+        return torch.tensor([bool(regex.search(t)) for t in tok.batch_decode(tokens, skip_special_tokens=True)])
+    return stopped
 
 
 @torch.no_grad()
@@ -77,30 +78,30 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     """n completions for each chat (N = len(chats) * n rows). temperature 0 means greedy.
 
     stop: a regex; a row ends once its completion matches it. min_new_tokens: EOS is forbidden
-    before that many tokens (benchmarks force equal lengths with it). Runs in eval mode (restored
-    after) with the KV cache on (use_cache=True), also when gradient checkpointing is enabled;
-    the active LoRA adapter is whatever the caller set.
+    before that many tokens (benchmarks force equal lengths with it). decode.decode does the work: each
+    chat's prompt prefilled once, finished rows dropped, the KV cache on also when gradient
+    checkpointing is enabled. Runs in eval mode (restored after); the active LoRA adapter is whatever
+    the caller set. The Rollout's logp holds the sampler's log-probs (decode.py: the policy at
+    temperature 1, as `logprobs` scores the same tokens).
     """
     device = next(policy.parameters()).device
     enc = encode_prompts(tok, chats, device)
     P = enc.input_ids.shape[1]
-    greedy = temperature <= 0
     was_training = policy.training
     policy.eval()
     try:
-        seqs = policy.generate(
-            **enc, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, num_return_sequences=n,
-            use_cache=True, do_sample=not greedy, temperature=None if greedy else temperature,
-            top_p=None if greedy else top_p, top_k=None, pad_token_id=tok.eos_token_id,
-            eos_token_id=tok.eos_token_id,
-            stopping_criteria=StoppingCriteriaList([StopOnPattern(tok, P, stop)]) if stop else None)
+        comp, logp = decode.decode(policy, enc.input_ids, enc.attention_mask, n, max_new_tokens, tok.eos_token_id,
+                                   temperature, top_p, min_new_tokens, stop_on_pattern(tok, stop) if stop else None)
     finally:
         policy.train(was_training)
-    # seqs: [N, P + T]. Padding finished rows with EOS (not the tokenizer's pad, which differs for
-    # Qwen) makes a stopped row end in one EOS, so completion_mask sees where it ended.
-    if seqs.shape[1] == P:  # nothing generated at all: keep one EOS column so T >= 1
-        seqs = torch.cat([seqs, torch.full_like(seqs[:, :1], tok.eos_token_id)], dim=1)
-    return _finish(tok, seqs, enc.attention_mask.repeat_interleave(n, dim=0), P, stop)
+    # comp: [N, T], EOS after each row's end (not the tokenizer's pad, which differs for Qwen): a stopped
+    # row ends in one EOS, so completion_mask sees where it ended.
+    if comp.shape[1] == 0:  # nothing generated at all: keep one EOS column so T >= 1
+        comp, logp = torch.full_like(comp[:, :1], tok.eos_token_id), torch.zeros(comp.shape[0], 1, device=device)
+    seqs = torch.cat([enc.input_ids.repeat_interleave(n, dim=0), comp], dim=1)  # [N, P + T]
+    r = _finish(tok, seqs, enc.attention_mask.repeat_interleave(n, dim=0), P, stop, n)
+    r.logp = logp * r.mask
+    return r
 
 
 def from_texts(tok, chats: list, completions: list, device="cpu") -> Rollout:
@@ -125,3 +126,42 @@ def logprobs(policy, r: Rollout, rows=slice(None)) -> torch.Tensor:
     logits = policy(input_ids=seqs, attention_mask=attn, logits_to_keep=T + 1, use_cache=False).logits
     return token_logprobs(logits[:, :-1], seqs[:, r.prompt_len:])  # [n, T]
     # END SOLUTION
+
+
+def shared_prompt_logprobs(policy, r: Rollout, rows=slice(None)) -> torch.Tensor:
+    """`logprobs(policy, r, rows)` [n, T], with each prompt among those rows forwarded ONCE (PrefixGrouper's
+    shared-prefix forward, 2025): its keys and values are reused by every completion of that prompt, and
+    backpropagation runs through both, so the values and the gradients are the row-by-row ones.
+
+    With u distinct prompts among the n rows, columns s..P-1 of the prompts (s: the first column that is
+    not padding in every one of them) and completions cut after the last masked position Tm <= T:
+        prompt pass      prompts [u, P - s]             -> logits [u, 1, V] (predict completion token 0)
+                                                           + KV cache [u, heads, P - s, d] per layer (with grad)
+        gather           cache rows -> [n, heads, P - s, d] (each row's own prompt; the backward sums them)
+        completion pass  tokens 0..Tm-2 [n, Tm-1] on that cache -> logits [n, Tm-1, V] (predict tokens 1..Tm-1)
+    Positions are those of `logprobs` (counted from the padded start, column s has position s). Cost:
+    u * (P - s) + n * (Tm - 1) token positions instead of n * (P + T). Log-probs after Tm (outside every
+    row's mask, so in no loss) are 0. Under gradient checkpointing transformers drops the cache from the
+    layers, so there the row-by-row `logprobs` runs instead.
+    """
+    ids = torch.arange(r.seqs.shape[0], device=r.seqs.device)[rows]  # [n] row ids
+    if torch.is_grad_enabled() and policy.training and getattr(policy, "is_activation_checkpointing", False):
+        return logprobs(policy, r, ids)
+    P, T = r.prompt_len, r.seqs.shape[1] - r.prompt_len
+    prompt_of, inverse = torch.unique(ids // r.n, return_inverse=True)  # [u] prompts, [n] row -> its prompt
+    first = prompt_of * r.n  # [u] one row of each prompt
+    s = int(r.attn[first, :P].any(0).nonzero()[0]) if P else 0  # leading columns that are padding in all u
+    on = r.mask[ids].any(0).nonzero()  # masked completion positions of these rows
+    Tm = int(on[-1]) + 1 if len(on) else 1
+    cache = DynamicCache(config=policy.config)
+    positions = torch.arange(s, P + Tm - 1, device=r.seqs.device)[None]  # [1, P - s + Tm - 1]
+    out = policy(input_ids=r.seqs[first, s:P], attention_mask=r.attn[first, s:P], position_ids=positions[:, :P - s],
+                 cache=cache, use_cache=True, logits_to_keep=1)
+    logits = out.logits[inverse]  # [n, 1, V] from the prompt's last position
+    if Tm > 1:
+        cache.batch_select_indices(inverse)  # [n, heads, P - s, d] per layer
+        rest = policy(input_ids=r.seqs[ids, P:P + Tm - 1], attention_mask=r.attn[ids, s:P + Tm - 1],
+                      position_ids=positions[:, P - s:], cache=cache, use_cache=True).logits  # [n, Tm-1, V]
+        logits = torch.cat([logits, rest], dim=1)  # [n, Tm, V]
+    lp = token_logprobs(logits, r.seqs[ids, P:P + Tm])  # [n, Tm]
+    return torch.nn.functional.pad(lp, (0, T - Tm))  # [n, T]

@@ -2,22 +2,30 @@
 
 The reward of a generated program is its pass rate here, so this file decides what GRPO learns:
 if a program can make itself look correct, the policy learns to cheat; if a run hangs or leaks
-processes, training dies at step 3,000. Four files, one idea each:
+processes, training dies at step 3,000. The files, one idea each:
 
-    sandbox.py          this file: what a run is -- the job, the limits, the Result
+    sandbox.py          this file: what a run is -- the job, the limits, the Result, the isolation mode
     sandbox_process.py  process control and isolation on our side: uid lease, spawn, read, kill
-    sandbox_runner.py   the child: isolation on its side, the program, the tests, the reports
+    sandbox_runner.py   the child: the program, the tests, the reports
+    sandbox_confine.py  the child's isolation: the mount namespace, the capabilities dropped
+    sandbox_check.py    what is in force here, seen from inside a run (python sandbox.py --check)
     judge.py            what each test is and its verdict, judged where the program cannot reach
+
+Isolation (sandbox_confine.py's table): root gets namespaces and a uid of the run's own; an
+ordinary user gets the same namespaces inside a user namespace of the run's own, with no
+capability. Where the kernel allows neither, runs are refused (a sandbox_error that says why and
+what to do) unless allow_unsafe() (--unsafe-sandbox): then they run with what is left, marked unsafe.
 
 One run (`run_program`):
 
     parent (this file)                          child: `python -I -S`, fresh for every program
-    lease a uid of our own (root)
+    root: lease a uid of our own
     plan the tests (judge.plan_tests): value,
       statement or I/O; keep every expected
       value and output here
-    spawn; job + token on stdin, the judge's    pid 1 of new pid/network/IPC/mount namespaces:
-      key on a pipe of its own    ----------->  private tmpfs mounts, rlimits, drop to the uid;
+    spawn; the child's code, job and token on   pid 1 of new pid/network/IPC/mount namespaces
+      stdin, the judge's key on a pipe of its   (and user, not root): the filesystem read-only,
+      own                         ----------->  private tmpfs mounts, rlimits, no privilege left;
                                                 fork the JUDGE (statement tests) before any
                                                 program code runs; stdio -> /dev/null, a capped file
                                                 function tests: the program once, then each value
@@ -42,7 +50,11 @@ function (gc.get_objects(), the stack) or its token passes nothing by it (tests/
 Per-test timing (Result.test_cpu_s / test_wall_s / test_mem_mb): the test's own execution only,
 not the interpreter's start nor the program's top level. Function tests: getrusage and the
 peak RSS (VmHWM, reset before each test through /proc/self/clear_refs) of the program's process;
-I/O tests: wait4 of the test's forked process, less what it held when it was forked.
+I/O tests: wait4 of the test's forked process, less what it held when it was forked. With
+namespaces the CPU of every process the test started counts too (read from the run's own /proc
+before they are killed, after each test): work handed to a child is neither free nor over the
+limit unseen -- a test whose CPU with its children's passes timeout_s is a timeout. Memory is
+per process: what the children held, and what lies in tmpfs or memfd files, is not counted.
 
 Limits (each documented where it is set):
     CPU         each test, and the program's own top level, gets timeout_s CPU seconds (a timer
@@ -50,11 +62,14 @@ Limits (each documented where it is set):
                 Code that swallows that meets RLIMIT_CPU = timeout_s x (tests + 1) + STARTUP_S;
                 an I/O test's process meets its own RLIMIT_CPU of ceil(timeout_s) + 1.
     wall        WALL_FACTOR x the CPU budget, per test and per run: a sleeping or blocked program.
-    memory      RLIMIT_AS = the address space the program starts with (~13 MiB) + memory_mb.
+    memory      RLIMIT_AS = the address space the program starts with (~13 MiB) + memory_mb, per
+                process. Not counted (there are no cgroups here): files in the run's tmpfs
+                (64 MiB each of /tmp, /var/tmp, /dev/shm) and memfds (each <= OUTPUT_MB).
     output      stdout + stderr, and each file written: OUTPUT_MB (an I/O test: its stdout).
                 What we read back: REPORT_MB, plus each I/O test's output (judged on arrival).
     processes   MAX_PROCS, threads included: RLIMIT_NPROC counts per uid, and root ignores it,
-                hence a uid of the run's own.
+                hence a uid of the run's own; in a user namespace it counts uid 0 of that
+                namespace, i.e. the run alone (Linux 5.14+ counts it per user namespace).
 """
 import contextlib
 import functools
@@ -65,15 +80,19 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import ast
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import judge
+import sandbox_check
 import sandbox_process
+import special_checker
 from judge import VERDICTS, _plan  # noqa: F401  (re-exported: sandbox._plan, sandbox.VERDICTS)
-from sandbox_process import HERE, UID_BASE, UID_COUNT, UNSHARE  # noqa: F401  (re-exported)
+from sandbox_confine import ISOLATED
+from sandbox_process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
 
 MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB
 #                   of it, each thread 8 MiB of stack and at most one 64 MiB malloc arena
@@ -83,6 +102,77 @@ MAX_PROCS = 32  # processes + threads of one run (a fork bomb stops here)
 WALL_FACTOR = 3  # wall seconds allowed per CPU second, for a busy machine
 STARTUP_S = 0.5  # CPU seconds for the interpreter's start and imports (~0.02 s; numpy ~0.15 s)
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+UNSAFE = False  # allow_unsafe(): where no namespace can be made, run anyway with what is left
+NO_NAMESPACES = "CORE_CODE_SANDBOX_NO_NAMESPACES"  # =1 in the environment: act as if none could be made (tests)
+LEFT = {"uid": "a uid of their own, rlimits and a temp dir, but no pid, network or mount isolation",
+        "none": "rlimits, a process group and a temp dir only: no uid, pid, network or filesystem isolation"}
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What isolation() found: the mode runs use (sandbox_confine.py's table) and, where it has no
+    namespaces, why none could be made."""
+    mode: str  # root | user | uid | none
+    missing: str = ""  # e.g. "user: unshare: unshare failed: Operation not permitted"; "" when isolated
+
+    @property
+    def isolated(self) -> bool:
+        return self.mode in ISOLATED
+
+    def refusal(self) -> str:
+        """The one line that refuses to run generated programs without isolation, with the ways out."""
+        root = ("give the container CAP_SYS_ADMIN or let it make user namespaces (docker: --security-opt "
+                "seccomp=unconfined)" if os.geteuid() == 0 else "run as root")
+        return (f"sandbox: cannot isolate generated programs on this machine ({self.missing}). Allow unprivileged "
+                f"user namespaces (Ubuntu 24.04: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; "
+                f"elsewhere user.max_user_namespaces > 0), {root}, or pass --unsafe-sandbox to run them with "
+                f"{LEFT[self.mode]}")
+
+
+def allow_unsafe(allowed: bool = True) -> None:
+    """--unsafe-sandbox: where isolation() finds no namespaces, run programs anyway (every Result
+    then says unsafe=True). Without it such runs are refused (sandbox_error, Isolation.refusal)."""
+    global UNSAFE
+    UNSAFE = allowed
+
+
+_choosing = threading.Lock()
+
+
+def isolation() -> Isolation:
+    """The strongest mode that works here, found once per process by running a known program in
+    each: `root` (root with CAP_SYS_ADMIN), then `user` (a user namespace); else `uid` (root) or
+    `none`, with the reason. Our choice: a real run is the test, since each way a kernel refuses
+    (sysctls, AppArmor, seccomp, a missing `unshare`) shows up there."""
+    with _choosing:
+        return _isolation()
+
+
+@functools.cache
+def _isolation():
+    tried = []
+    if os.environ.get(NO_NAMESPACES) == "1":
+        tried.append(f"namespaces switched off by {NO_NAMESPACES}=1")
+    else:
+        for mode in ("root", "user") if os.geteuid() == 0 else ("user",):
+            r = run_program("def f(x):\n    return 2 * x\n", ["assert f(2) == 4"], timeout_s=2.0, mode=mode)
+            if r.verdict == "passed":
+                return Isolation(mode)
+            tried.append(f"{mode}: {_refused(mode, r)}")
+    return Isolation("uid" if os.geteuid() == 0 else "none", "; ".join(tried))
+
+
+def _refused(mode, result):
+    """Why `mode` failed: what `unshare` says when it cannot make the namespaces, else the run's detail."""
+    command = {"root": UNSHARE, "user": UNSHARE_USER}[mode]
+    if not command:
+        return f"{result.verdict}: {result.detail}"[:200]
+    try:
+        bare = subprocess.run(command + ["--mount", "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{command[0]}: {e}"
+    lines = bare.stderr.strip().splitlines()
+    return lines[-1][:200] if bare.returncode and lines else f"{result.verdict}: {result.detail}"[:200]
 
 
 @dataclass(frozen=True)
@@ -98,6 +188,7 @@ class Result:
     test_cpu_s: tuple = ()  # per test: CPU s of its own execution (None: it never ran)
     test_wall_s: tuple = ()  # per test: wall s of the same
     test_mem_mb: tuple = ()  # per test: peak RSS above what the process held just before it, MiB
+    unsafe: bool = False  # True: run without namespaces (--unsafe-sandbox; isolation().mode uid or none)
 
     @property
     def pass_rate(self) -> float:
@@ -107,19 +198,21 @@ class Result:
         return {**asdict(self), "pass_rate": self.pass_rate}
 
 
-def _failed_all(verdict, n, detail):
-    return Result(verdict, 0, n, 0.0, 0.0, 0.0, detail, (verdict,) * n, (None,) * n, (None,) * n, (None,) * n)
+def _failed_all(verdict, n, detail, unsafe=False):
+    return Result(verdict, 0, n, 0.0, 0.0, 0.0, detail, (verdict,) * n, (None,) * n, (None,) * n, (None,) * n, unsafe)
 
 
 def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", timeout_s: float = 4.0,
-                memory_mb: int = MEMORY_MB) -> Result:
+                memory_mb: int = MEMORY_MB, mode: str | None = None, checker: str = "strict",
+                checker_program: str | None = None) -> Result:
     """Run `program` against function tests (`setup`, then each test statement) or I/O tests
     ((stdin, expected stdout), ...), in a fresh sandboxed interpreter.
 
     timeout_s: CPU seconds for each test, and for the program's own top level; the whole run is
     capped at timeout_s x (tests + 1) + STARTUP_S. memory_mb: see MEMORY_MB. Never raises for
     anything the program does; ValueError for a problem with both kinds of tests, or an I/O test
-    that is not an (input, output) pair of strings.
+    that is not an (input, output) pair of strings, or an unknown checker. checker: the I/O tests'
+    rule (checkers.RULES); checker_program: the problem's own checker (special_checker.py).
     >>> run_program("def f(x):\\n    return 2 * x", ["assert f(2) == 4", "assert f(3) == 5"]).tests
     ('passed', 'failed')
     >>> run_program("print(sum(map(int, input().split())))", io_tests=[("1 2\\n", "3\\n")]).verdict
@@ -134,6 +227,12 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         raise ValueError("a problem has function tests or I/O tests, not both")
     if program is None or not program.strip():
         return _failed_all("no_code", n, "no program")
+    if mode is None:
+        chosen = isolation()
+        if not chosen.isolated and not UNSAFE:
+            return _failed_all("sandbox_error", n, chosen.refusal())
+        mode = chosen.mode
+    unsafe = mode not in ISOLATED
     plans = judge.plan_tests(program, tests, io_tests, setup)
     statements = [(i, src) for i, (kind, src, _) in enumerate(plans) if kind == "statement"]
     values = tuple(src for kind, src, _ in plans if kind == "value")  # "check" values need no setup
@@ -154,14 +253,18 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
                judge=sealed, key_fd=None,
                token=tokens["program"], timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
                cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
-               max_procs=MAX_PROCS, site_dirs=sandbox_process.SITE_DIRS, uid=None, expose=[], hide=[], hide_files=[])
-    reports = judge.Reports(plans, tokens)
+               max_procs=MAX_PROCS, site_dirs=sandbox_process.SITE_DIRS, mode=mode, uid=None,
+               show=[], hide=[], hide_files=[])
+    reports = judge.Reports(plans, tokens, checker, keep=checker_program is not None)
     limit = (REPORT_MB << 20) + len(io_tests) * (2 * (OUTPUT_MB << 20) + (1 << 16))
     start, cut = time.monotonic(), "deadline"
-    with sandbox_process.own_uid() as uid, sandbox_process.workdir(uid) as workdir:
-        if uid is not None:
-            job.update(uid=uid, expose=sandbox_process.hidden_interpreter(), hide=sandbox_process.hidden_answers(), hide_files=sandbox_process.hidden_files())
-        command = (UNSHARE if uid is not None else []) + [sys.executable, "-I", "-S", "-c", sandbox_process.BOOT]
+    with sandbox_process.own_uid(mode) as uid, sandbox_process.workdir(mode, uid) as workdir:
+        job["uid"] = uid
+        if mode in ISOLATED:
+            job.update(show=sandbox_process.shown(), hide=sandbox_process.hidden_answers(),
+                       hide_files=sandbox_process.hidden_files())
+        command = {"root": UNSHARE, "user": UNSHARE_USER}.get(mode, []) + [sys.executable, "-I", "-S", "-c",
+                                                                          sandbox_process.BOOT]
         key_read, key_write = os.pipe()  # the judge's key: the one thing the program's process never reads
         job["key_fd"] = key_read  # pass_fds keeps the number
         try:
@@ -170,7 +273,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
                                     pass_fds=(key_read,))
         except OSError as e:
             os.close(key_write)
-            return _failed_all("sandbox_error", n, f"spawn: {e}")
+            return _failed_all("sandbox_error", n, f"spawn: {e}", unsafe)
         finally:
             os.close(key_read)
         try:
@@ -179,26 +282,31 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
             os.close(key_write)
             key_write = None
             with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(marshal.dumps(job))
+                proc.stdin.write(marshal.dumps((sandbox_process.CHILD_CODE, job)))
                 proc.stdin.close()
             cut = sandbox_process.read_until_exit(proc, start + WALL_FACTOR * cpu_limit, reports.feed, limit)
         finally:
             if key_write is not None:
                 os.close(key_write)
-            sandbox_process.kill_run(proc, uid, exited=cut is None)  # before reaping: its pid stays ours till then
+            sandbox_process.kill_run(proc, mode, uid, exited=cut is None)  # before reaping: its pid stays ours till then
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             proc.stdout.close()
     cpu_s = usage.ru_utime + usage.ru_stime
     ended = sandbox_process.end_reason(status, cut, cpu_s, cpu_limit, WALL_FACTOR * cpu_limit, limit >> 20, OUTPUT_MB)
-    try:  # the reports are the program's words: whatever they hold, no exception leaves here (H5)
+    wall_s = time.monotonic() - start
+    try:  # the reports are the program's words: whatever they hold, no exception leaves here
+        # (docs/sandbox.md#h5-malformed-report-fields)
+        if reports.kept:  # the problem's own checker program judges what the program printed
+            run = functools.partial(run_program, mode=mode)  # the checker runs as the program ran
+            reports.settle(special_checker.verdicts(checker_program, reports.kept, run))
         verdict, per_test, detail, timing = judge.judge(tests, plans, reports, ended, "judge" if statements else None)
         peak_mb = max((peak for sender, peak, _ in reports.messages if sender == "program"), default=0) / 1024
         cpu, wall, mem = (tuple(column) for column in zip(*timing)) if timing else ((), (), ())
-        return Result(verdict, per_test.count("passed"), n, round(cpu_s, 4), round(time.monotonic() - start, 4),
-                      round(peak_mb, 1), detail, per_test, cpu, wall, mem)
+        return Result(verdict, per_test.count("passed"), n, round(cpu_s, 4), round(wall_s, 4),
+                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe)
     except Exception as e:  # a defect of ours, met through a report no test foresaw
-        return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300])
+        return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
 
 
 def _seal(data: bytes, key: bytes) -> bytes:
@@ -251,3 +359,33 @@ def self_check() -> None:
         if right.verdict != "passed" or wrong.verdict != "failed":
             raise RuntimeError(f"sandbox self-check failed: the right {kind} program came back {right.verdict} "
                                f"({right.detail}), the wrong one {wrong.verdict} ({wrong.detail})")
+
+
+class SandboxError(Exception):
+    """No isolation here and no --unsafe-sandbox: the one-line refusal (Isolation.refusal)."""
+
+
+def require(unsafe: bool, show: bool = True) -> dict:
+    """train.py / eval.py at start: refuse in one line (SandboxError) where runs would have no
+    namespaces and `unsafe` (--unsafe-sandbox) is False, else allow them; print one line of what is
+    in force (`show`); return what config.json / results.json record."""
+    chosen = isolation()
+    if not chosen.isolated:
+        if not unsafe:
+            raise SandboxError(chosen.refusal())
+        allow_unsafe()
+    held = sandbox_check.guarantees(run_program, chosen.mode, MAX_PROCS)
+    if show:
+        print(f"sandbox: {sandbox_check.describe(chosen.mode)}: " + ", ".join(
+            f"{k} {'yes' if v else 'no'}" for k, (v, _) in held.items())
+              + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)"), flush=True)
+    return {"mode": chosen.mode, "unsafe": not chosen.isolated, "missing": chosen.missing,
+            "guarantees": {k: v for k, (v, _) in held.items()}}
+
+
+if __name__ == "__main__":  # python sandbox.py --check: what is in force here, one line per guarantee
+    if sys.argv[1:] != ["--check"]:
+        sys.exit("usage: python sandbox.py --check")
+    chosen = isolation()
+    print("\n".join(sandbox_check.report(chosen, sandbox_check.guarantees(run_program, chosen.mode, MAX_PROCS))))
+    sys.exit(0 if chosen.isolated else 1)

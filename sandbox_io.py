@@ -27,7 +27,7 @@ from time import perf_counter
 from _signal import ITIMER_PROF, SIG_DFL, SIGPROF, setitimer
 from _signal import signal as set_handler
 
-from sandbox_child import EFBIG_HINT, describe, own_address_space, peak_kib, status_kib
+from sandbox_child import EFBIG_HINT, describe, others_cpu, own_address_space, peak_kib, status_kib
 
 # Names of the signals that end a program (not the `signal` module: its `enum` import costs ~5 ms a run)
 SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE",
@@ -72,6 +72,7 @@ def io_test(code, data, job, report_fd):
         os.kill(pid, 9)
     _, status, usage = os.wait4(pid, 0)
     wall = perf_counter() - wall
+    left = others_cpu((os.getpid(),)) if job["mode"] in ("root", "user") else 0.0  # what it left running
     kill_rest(job, pid)
     begun = read(started_r, 64).split()
     close(started_r)
@@ -83,7 +84,7 @@ def io_test(code, data, job, report_fd):
     tail = err[-1][:300] if err else ""
     for fd in (stdin, stdout, stderr):
         close(fd)
-    cpu = usage.ru_utime + usage.ru_stime
+    cpu = usage.ru_utime + usage.ru_stime + left
     timing = (max(0.0, cpu - cpu0), wall, max(0, usage.ru_maxrss - rss0) / 1024)
     if timed_out:
         return "timeout", b"", f"over the wall-clock limit ({job['wall_s']} s)", timing, usage.ru_maxrss
@@ -96,6 +97,8 @@ def io_test(code, data, job, report_fd):
         else:
             verdict = f"killed by {SIGNALS.get(sig, f'signal {sig}')}"
         return verdict, b"", tail, timing, usage.ru_maxrss
+    if cpu - cpu0 > timeout:  # its own timer would have fired: the processes it started did the work
+        return "timeout", b"", f"over {timeout} CPU s with the processes it started", timing, usage.ru_maxrss
     if size >= cap or EFBIG_HINT in tail:
         return "output_limit", b"", f"output over {cap >> 20} MiB", timing, usage.ru_maxrss
     code_ = os.WEXITSTATUS(status)
@@ -106,10 +109,11 @@ def io_test(code, data, job, report_fd):
 
 def kill_rest(job, pid):
     """After an I/O test: whatever its process started dies too, so nothing prints into the
-    next test. As the run's own uid (root): kill(-1) reaches every process of that uid but us --
-    setsid() or not; we are pid 1, so we reap them. Not root: its process group only."""
+    next test. With namespaces we are pid 1 of the run's pid namespace: kill(-1) reaches every
+    process in it but us -- setsid() or not -- and we reap them (`uid` mode: every process of the
+    run's uid). `none` mode: its process group only."""
     try:
-        if job["uid"] is not None and not job["judge"]:
+        if job["mode"] != "none" and not job["judge"]:
             os.kill(-1, 9)
             while True:
                 os.waitpid(-1, 0)

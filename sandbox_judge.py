@@ -20,16 +20,17 @@ from sandbox_child import FAILURES, PR_SET_DUMPABLE, Verdict, guarded, is_plain,
 
 
 def start_judge(job, report_fd):
-    """Fork the judge process before any program code runs -> (calls, answers) pipe ends here."""
+    """Fork the judge process before any program code runs -> (calls, answers) pipe ends here, its pid."""
     calls_r, calls_w = pipe()
     answers_r, answers_w = pipe()
-    if fork() == 0:
+    pid = fork()
+    if pid == 0:
         close(calls_r)
         close(answers_w)
         judge_process(job, report_fd, calls_w, answers_r)
     close(calls_w)
     close(answers_r)
-    return calls_r, answers_w
+    return calls_r, answers_w, pid
 
 
 def judge_process(job, report_fd, calls, answers):
@@ -75,7 +76,7 @@ def judge_process(job, report_fd, calls, answers):
                     break
             _, kind, payload, after, cpu, wall, mem = answer
             spent[0], spent[1], spent[2] = spent[0] + cpu, spent[1] + wall, max(spent[2], mem)
-            if kind == "verdict":  # the program's side may claim a failure, never a pass (H2)
+            if kind == "verdict":  # the program's side may claim a failure, never a pass (docs/sandbox.md#h2-relayed-verdict)
                 claimed = payload[0] if type(payload) is tuple and len(payload) == 2 else None
                 raise Verdict(claimed if claimed in FAILURES else "error", str(payload[1])[:300]
                               if claimed in FAILURES else "a malformed verdict from the program's process")
@@ -97,7 +98,7 @@ def judge_process(job, report_fd, calls, answers):
         call.__name__ = name
         return call
 
-    # Builtins win (H6, our choice): a program's `abs = lambda x: 0` or `range = ...` would
+    # Builtins win (our choice; docs/sandbox.md#h6-shadowed-builtins): a program's `abs = lambda x: 0` or `range = ...` would
     # otherwise stand in for the builtin that the setup and tests call, and pass them unsolved.
     program = {name: stub(name) if kind == "call" else value for name, kind, value in names
                if name not in vars(builtins)}

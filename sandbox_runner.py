@@ -1,12 +1,14 @@
 """The child half of the sandbox: runs ONE candidate program and its tests, reports each result.
 
 sandbox.py starts this as `python -I -S` (isolated: no PYTHON* variables, no user site, no current
-directory on sys.path; no `site`: ~5 ms less per run, site-packages are added back by hand), as
-root under `unshare` (pid 1 of new pid, network and IPC namespaces), and writes one marshalled
-job on its stdin. Then, in order:
+directory on sys.path; no `site`: ~5 ms less per run, site-packages are added back by hand), under
+`unshare` (pid 1 of new pid, network and IPC namespaces; in `user` mode inside a user namespace of
+its own), and writes on its stdin this file's code with its siblings' (sandbox_process.BOOT) and
+one marshalled job. Then, in order:
 
-  1. root: a mount namespace of our own with private tmpfs mounts, the rlimits, the run's own
-     uid -- all before a byte of the program runs (not root: the rlimits only);
+  1. isolated modes: a mount namespace of our own (sandbox_confine.py: the filesystem read-only,
+     private tmpfs mounts, covers); then the rlimits; then the program's identity (a leased uid,
+     or no capability at all) -- all before a byte of the program runs;
   2. stdin becomes /dev/null; stdout and stderr go to an unlinked file capped by RLIMIT_FSIZE;
   3. statement tests: fork the JUDGE process now, before any program code runs (judge_process);
   4. function tests: the program runs once; then every value test in a fresh namespace under its
@@ -37,23 +39,22 @@ import sys
 from builtins import BaseException, Exception, callable, next, compile, dict, eval, exec, isinstance, list, type, vars
 from marshal import dumps
 from os import _exit, close, getpid, write
-from resource import RUSAGE_SELF, getrusage
+from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 from sys import setprofile, settrace
 from time import perf_counter
 
-from sandbox_child import (TMP_DIRS, FunctionType, as_data, describe, guarded, is_plain, peak_kib,  # noqa: F401
-                           plain, private_mounts, read_all, receive, redirect_stdio, send, set_limits, status_kib)
+from sandbox_child import (FunctionType, as_data, describe, guarded, is_plain, kill_others, others_cpu, peak_kib,
+                           plain, receive, redirect_stdio, send, set_limits, status_kib)
+from sandbox_confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
 from sandbox_io import io_tests
 from sandbox_judge import start_judge
 
 TAMPERED = "the program modified the sandbox runner"
 
 
-def main():
-    for name in (__name__, "sandbox_child", "sandbox_io", "sandbox_judge"):
+def main(job):
+    for name in (__name__, "sandbox_child", "sandbox_confine", "sandbox_io", "sandbox_judge"):
         del sys.modules[name]  # out of the program's easy reach
-    sys.path.pop(0)  # our own directory, put there by sandbox.py to import this file
-    job = marshal.loads(read_all(0))
     report_fd, token, runner_pid = os.dup(1), job["token"].encode(), os.getpid()
 
     def report(*message, peak=None):
@@ -65,14 +66,12 @@ def main():
 
     # 1-3. The sandbox, before any of the program runs.
     try:
-        if job["uid"] is not None:
-            private_mounts(job["expose"], job["hide"], job["hide_files"])
+        if job["mode"] in ISOLATED:
+            private_mounts(job)
+            limit_namespaces(job)
         set_limits(job)
         clear_refs = os.open("/proc/self/clear_refs", os.O_WRONLY | os.O_CLOEXEC)  # before we drop root
-        if job["uid"] is not None:
-            os.setgroups([])
-            os.setresgid(job["uid"], job["uid"], job["uid"])
-            os.setresuid(job["uid"], job["uid"], job["uid"])
+        drop_privileges(job)
         redirect_stdio()
         sys.path.extend(job["site_dirs"])  # -S left site-packages out: put them back (numpy)
         judge_link = start_judge(job, report_fd) if job["judge"] else None
@@ -84,26 +83,36 @@ def main():
     if job["inputs"]:
         io_tests(job, report, report_fd)
     else:
-        function_tests(job, report, judge_link, clear_refs, runner_pid)
+        keep = (runner_pid, judge_link[2] if judge_link else runner_pid) if job["mode"] in ISOLATED else None
+        function_tests(job, report, judge_link, clear_refs, runner_pid, keep)
     report("done")
     _exit(0)  # at once: threads the program left running must not delay or change anything
 
 
-def measure(clear_refs):
-    """Start of a test: reset the peak RSS to the current one -> (cpu, wall, rss KiB)."""
+def measure(clear_refs, keep):
+    """Start of a test: reset the peak RSS to the current one -> (cpu, wall, rss KiB). `keep`: with
+    namespaces, (runner, judge) pids -- every other process's CPU counts as the test's too."""
     write(clear_refs, b"5")
-    usage = getrusage(RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime, perf_counter(), status_kib(b"VmRSS:")
+    return cpu_now(keep), perf_counter(), status_kib(b"VmRSS:")
 
 
-def measured(start):
-    """(cpu s, wall s, peak MiB above the start) since measure()."""
-    usage, (cpu, wall, rss) = getrusage(RUSAGE_SELF), start
-    return (usage.ru_utime + usage.ru_stime - cpu, perf_counter() - wall,
-            max(0, status_kib(b"VmHWM:") - rss) / 1024)
+def measured(start, keep):
+    """(cpu s, wall s, peak MiB above the start) since measure(); then, with namespaces, whatever the
+    test left running is killed (its CPU counted first)."""
+    cpu, wall, rss = start
+    timing = (cpu_now(keep) - cpu, perf_counter() - wall, max(0, status_kib(b"VmHWM:") - rss) / 1024)
+    if keep:
+        kill_others(keep)
+    return timing
 
 
-def function_tests(job, report, judge_link, clear_refs, runner_pid):
+def cpu_now(keep):
+    own, children = getrusage(RUSAGE_SELF), getrusage(RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return cpu + others_cpu(keep) if keep else cpu
+
+
+def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
     """The program once, each value test, then the judge's calls (statement tests)."""
     try:
         setup = compile(job["setup"], "<setup>", "exec", dont_inherit=True)
@@ -157,13 +166,15 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid):
                 namespace.update(contents)
             ns = dict(program, __builtins__=dict(clean_builtins))  # builtins as they were
             exec(setup, ns)  # afresh per test: a helper replaced during one test is gone in the next
-            start.append(measure(clear_refs))
+            start.append(measure(clear_refs, keep))
             return plain(eval(code, ns))
 
         verdict, result = ("error", code) if kind == "broken" else guarded(run_test, *budget)
-        timing = measured(start[0]) if start else (None, None, None)
+        timing = measured(start[0], keep) if start else (None, None, None)
         if getpid() != runner_pid:  # a fork of the program's: it has nothing more to do
             _exit(0)
+        if verdict == "passed" and timing[0] > budget[0]:  # its CPU and its children's
+            verdict, result = "timeout", f"over {budget[0]} CPU s with the processes it started"
         if tampered():
             report("test", i, "error", TAMPERED, *timing)
             _exit(0)
@@ -172,15 +183,15 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid):
         else:
             report("test", i, verdict, result or "", *timing)
     if judge_link:
-        serve(program, judge_link, budget, clear_refs, runner_pid)
+        serve(program, judge_link, budget, clear_refs, runner_pid, keep)
 
 
-def serve(program, link, budget, clear_refs, runner_pid):
+def serve(program, link, budget, clear_refs, runner_pid, keep):
     """Answer the judge's calls of the program's functions: (seq, test, name, args, kwargs) ->
     (seq, kind, payload, args after the call, cpu_s, wall_s, mem_mb); each test has timeout_s of
     CPU across its calls. What we answer is the program's claim and nothing more: the judge
     compares. Ends when the judge closes its pipe."""
-    calls, answers = link
+    calls, answers, _ = link
     names = [(name, "call" if callable(value) and not isinstance(value, type) else "data",
               None if callable(value) else value)
              for name, value in program.items() if not name.startswith("__")]
@@ -190,13 +201,15 @@ def serve(program, link, budget, clear_refs, runner_pid):
         send(answers, ("names", names))
         while True:
             seq, i, name, args, kwargs = receive(calls)
-            fn, start = program.get(name), measure(clear_refs)
+            fn, start = program.get(name), measure(clear_refs, keep)
             cpu_left = max(budget[0] - used.get(i, 0.0), 0.001)
             verdict, result = guarded(lambda: call(fn, args, kwargs), cpu_left, budget[1])
-            timing = measured(start)
+            timing = measured(start, keep)
             if getpid() != runner_pid:
                 _exit(0)
             used[i] = used.get(i, 0.0) + timing[0]
+            if verdict == "passed" and used[i] > budget[0]:  # its CPU and its children's
+                verdict, result = "timeout", f"over {budget[0]} CPU s with the processes it started"
             if verdict == "passed":
                 after = None
                 if any(type(a) in (list, dict, set) for a in args):  # mutated in place: show the judge

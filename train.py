@@ -8,17 +8,12 @@
     python train.py --resume runs/<time>              # go on after a crash, nothing lost
     torchrun --nproc_per_node 2 train.py ...          # data parallel over 2 GPUs
 
-0. optional cold-start SFT (--sft-steps) of each role on our reference plans / solutions.
-One GRPO step, for P problems (--problems-per-step):
-  1. Planner (adapter 'planner') samples G plans per problem            -> P*G plans
-  2. Coder (adapter 'coder') samples M programs per plan                -> P*G*M programs
-  3. the sandbox runs every program on the problem's tests              -> rewards r [P, G, M]
-  4. advantages: Coder against the codes of its plan, Planner against the other plans (grpo.py)
-Other chains (--roles, issue 10) add a Retriever level above the Planner (R per problem) and a Debugger
-below the Coder (D repairs of each program failing its visible test); one tree builder (tree.py) makes
-every chain's rollouts and one credit rule (grpo.tree_advantages) credits every level.
-  5. loss per role (clipped surrogate, + beta * k3 KL to the base model = adapters off when
-     beta > 0), summed; one AdamW step on both adapters' LoRA weights.
+0. optional cold-start SFT (--sft-steps) of each role on our reference plans / solutions (sft.py).
+Then GRPO steps (grpo_step, five numbered calls): rollouts (tree.build: G plans per problem, M programs per
+plan, each run in the sandbox) -> rewards -> credit (tree.advantages -> grpo.tree_advantages: Coder against
+the codes of its plan, Planner against the other plans) -> one gradient step on both adapters (update.py)
+-> metrics. Other chains (--roles: roles.CHAINS) add a Retriever above the Planner and a Debugger below the
+Coder; the same tree builder and credit rule serve every chain (docs/roles.md).
 Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step / evaluation),
 samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), adapters/<role>/
 (peft), curves.png. --eval-data: greedy held-out pass@1 while training (progress.py); torchrun:
@@ -36,6 +31,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import checkers
 import checkpoint
 import coder
 import data
@@ -62,7 +58,7 @@ from progress import print_profile  # noqa: F401 (bench/grpo_bench.py)
 
 def adapter_roles(chain) -> list:
     """The LoRA adapters of a run: one per role of the chain, and always the Planner's and the Coder's
-    (as before issue 10, so --init and checkpoints of two-role runs still fit)."""
+    (so --init and the checkpoints of two-role runs fit every chain)."""
     return [r for r in roles.ROLES if r in chain or r in models.ROLES]
 
 
@@ -90,8 +86,92 @@ class Clock:
         self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 
 
+GEN_PHASE = {"retriever": "retrieval_generation", "planner": "plan_generation", "coder": "code_generation",
+             "debugger": "repair_generation"}  # --profile rows (progress.PHASES)
+
+
+def tree_sizes(args) -> dict:
+    """Children per node of each role (tree.build): R retrievals, G plans, M codes per plan (G*M codes per
+    problem for the single agent, --roles coder), D repairs per failing program."""
+    planned = "planner" in args.roles
+    return {"retriever": args.num_retrievals, "planner": args.num_plans,
+            "coder": args.codes_per_plan if planned else args.num_plans * args.codes_per_plan,
+            "debugger": args.num_repairs}
+
+
+def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
+    """One GRPO step on a batch of B problems: the five numbered calls below, in this order.
+
+    1. rollouts       tree.build: each role of --roles samples its completions level by level with its
+                      own adapter (Planner: G plans per problem; Coder: M programs per plan; a Retriever
+                      above, a Debugger's D repairs below), and the sandbox runs every program
+    2. rewards        step_rewards: the sandbox's results -> r [B, 1, programs per problem] (rewards_of),
+                      written back into the tree's program nodes
+    3. credit         tree.advantages -> grpo.tree_advantages: a node is worth the mean (or max) of the
+                      valid programs below it, its advantage is normalised among its siblings
+    4. gradient step  gradient_step: each role's loss and backward (update.policy_update -> grpo.grpo_loss),
+                      then one clipped AdamW step on every adapter (skipped when anything is non-finite)
+    5. metrics        step_metrics: plain floats for metrics.jsonl, the first plan and program of each problem
+
+    The single agent (--roles coder) writes G*M programs per problem from the problem alone: one group
+    per problem. corpus: a retriever.Corpus for --retrieval corpus. Returns (metrics: plain floats, no
+    tensors; samples: the first plan and code of each problem).
+    """
+    clock = Clock(next(policy.parameters()).device)
+    t0 = time.perf_counter()
+    rollouts = tree.build(problems, args.roles, tree_sizes(args), role_sampler(policy, tok, args, clock),  # 1
+                          program_runner(args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
+                          k=args.retrieval_k)
+    rewards = step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
+    credit = tree.advantages(rollouts, args.planner_credit, args.scale_rewards == "group",  # 3
+                             args.coder_baseline, args.debug_reward, args.debug_gamma)
+    update_metrics = gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
+    step_s = time.perf_counter() - t0
+    return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
+
+
+def role_sampler(policy, tok, args, clock):
+    """Step 1's generate(role, chats, n) for tree.build: n completions per chat from the role's LoRA
+    adapter (rollout.sample with the role's token budget and stop pattern), timed as its generation phase."""
+    def generate(role, chats, n):
+        with clock(GEN_PHASE.get(role, f"{role}_generation")):
+            policy.set_adapter(role)
+            return rollout.sample(policy, tok, chats, n, roles.max_tokens(args, role), args.temperature, args.top_p,
+                                  stop=roles.ROLES[role].stop)
+    return generate
+
+
+def program_runner(args, clock):
+    """Step 1's run(jobs) for tree.build: sandbox.run_many on --workers processes, timed as the sandbox phase."""
+    def run(jobs):
+        with clock("sandbox"):
+            return sandbox.run_many(jobs, workers=args.workers)
+    return run
+
+
+def step_rewards(rollouts, problems, args, clock) -> torch.Tensor:
+    """Step 2: rewards r [B, 1, programs per problem] of the step's programs (rewards_of), in tree order, each
+    also written into its program's node, so that --reward all_pass and the efficiency bonus reach the credit.
+
+    With --efficiency-weight > 0 the problems' reference solutions run too: their tests' CPU time is the
+    efficiency bonus's yardstick (ref_times [B] seconds, NaN for a problem without one).
+    """
+    B = len(problems)
+    coders = rollouts.of("coder")
+    results = [rollouts.nodes[i].result for i in coders]
+    ref_times = None
+    if args.efficiency_weight > 0:
+        with clock("sandbox"):
+            costs = evaluation.reference_costs(problems, args)
+        ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
+    rewards = rewards_of(results, (B, 1, len(coders) // B), args, ref_times)  # [B, 1, programs per problem]
+    for i, r in zip(coders, rewards.flatten().tolist()):
+        rollouts.nodes[i].reward = r
+    return rewards
+
+
 def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
-    """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (README, "The algorithm").
+    """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (docs/algorithm.md#the-reward).
 
     pass_rate: passed/total; all_pass: 1[verdict == passed]. --efficiency-weight lambda > 0 adds
     grpo.efficiency_bonus: lambda * min(1, 1 / NET) for a program that passes every test, NET = its
@@ -108,70 +188,27 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
     return r
 
 
-GEN_PHASE = {"retriever": "retrieval_generation", "planner": "plan_generation", "coder": "code_generation",
-             "debugger": "repair_generation"}  # --profile rows (progress.PHASES)
+def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dict, float, float, int]:
+    """Step 4: the backward of every role's GRPO loss (update.policy_update; the gradients of all roles
+    add up), then one AdamW step on all adapters after clipping the gradient norm to --max-grad-norm;
+    --num-iterations times over the same rollouts, with pi_old's log-probs scored once before the first.
 
-
-def tree_sizes(args) -> dict:
-    """Children per node of each role (tree.build): R retrievals, G plans, M codes per plan (G*M codes per
-    problem for the single agent, --roles coder), D repairs per failing program."""
-    planned = "planner" in args.roles
-    return {"retriever": args.num_retrievals, "planner": args.num_plans,
-            "coder": args.codes_per_plan if planned else args.num_plans * args.codes_per_plan,
-            "debugger": args.num_repairs}
-
-
-def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
-    """One GRPO step on a batch of problems (the numbered steps in this file's docstring).
-
-    The rollout tree of --roles (tree.build, shared with eval.py): planner,coder gives rewards r [B, G, M];
-    the single agent (--roles coder) writes G*M programs per problem from the problem alone, one group per
-    problem; a retriever level multiplies the plans by R; a debugger level adds D repairs under each
-    program that fails its visible test. Credit: tree.advantages (grpo.tree_advantages).
-    corpus: a retriever.Corpus for --retrieval corpus. Returns (metrics: plain floats, no tensors;
-    samples: the first plan and code of each problem).
+    A non-finite loss or gradient norm skips that optimizer step: nothing non-finite may reach the
+    optimizer (docs/algorithm.md#non-finite-values-reach-the-optimizer). Every role still runs, so that
+    under torchrun every rank reaches the same collectives. Returns (per-role metrics {<role>_kl,
+    <role>_clip_frac}, loss of the last iteration, gradient norm, skipped optimizer steps): plain numbers.
     """
-    B = len(problems)
-    clock = Clock(next(policy.parameters()).device)
-    t0 = time.perf_counter()
-
-    def generate(role, chats, n):
-        with clock(GEN_PHASE.get(role, f"{role}_generation")):
-            policy.set_adapter(role)
-            return rollout.sample(policy, tok, chats, n, roles.max_tokens(args, role), args.temperature, args.top_p,
-                                  stop=roles.ROLES[role].stop)
-
-    def run(jobs):
-        with clock("sandbox"):
-            return sandbox.run_many(jobs, workers=args.workers)
-
-    t = tree.build(problems, args.roles, tree_sizes(args), generate, run, args.sandbox_timeout,
-                   debug_rounds=1, corpus=corpus, k=args.retrieval_k)
-    coders = t.of("coder")
-    results = [t.nodes[i].result for i in coders]
-    ref_times = None
-    if args.efficiency_weight > 0:  # the reference solutions' ET (s): the efficiency reward's yardstick
-        with clock("sandbox"):
-            costs = evaluation.reference_costs(problems, args)
-        ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
-    rewards = rewards_of(results, (B, 1, len(coders) // B), args, ref_times)  # [B, 1, programs per problem]
-    for i, r in zip(coders, rewards.flatten().tolist()):
-        t.nodes[i].reward = r  # --reward all_pass and the efficiency bonus reach the tree's credit
-    scale = args.scale_rewards == "group"
-    credit = tree.advantages(t, args.planner_credit, scale, args.coder_baseline, args.debug_reward, args.debug_gamma)
     active = [role for role in args.roles if role in credit]  # a debugger with no failing program: no rows
-    work = {role: (t.outputs[role][0], credit[role].adv, credit[role].valid, roles.max_tokens(args, role))
+    work = {role: (rollouts.outputs[role][0], credit[role].adv, credit[role].valid, roles.max_tokens(args, role))
             for role in active}
-    metrics = {f"frac_zero_std_{role}": credit[role].zero_std for role in active}
-
     olds = {}
     if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
         with clock("old_logprobs"):
             for role in active:
                 policy.set_adapter(role)
                 olds[role] = update.all_logprobs(policy, work[role][0], args.micro_batch)
-    grad_norm, skipped, loss = 0.0, 0, 0.0
-    for it in range(args.num_iterations):
+    per_role, grad_norm, skipped, loss = {}, 0.0, 0, 0.0
+    for _ in range(args.num_iterations):
         optimizer.zero_grad(set_to_none=True)
         loss, bad = 0.0, False
         try:
@@ -183,7 +220,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
                     bad = True  # the other roles still run: every rank must reach the same collectives
                     continue
                 loss += l
-                metrics.update({f"{role}_{k}": v for k, v in m.items()})
+                per_role.update({f"{role}_{k}": v for k, v in m.items()})
             with clock("optimizer"):
                 if distributed.reduce_grads(optimizer.param_groups[0]["params"], bad):  # torchrun: sum
                     raise FloatingPointError("non-finite loss")
@@ -193,33 +230,43 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
                     if not math.isfinite(grad_norm):
                         raise FloatingPointError("non-finite gradient norm")
                     optimizer.step()
-        except FloatingPointError:  # known bug 5: nothing non-finite may reach the optimizer
+        except FloatingPointError:
             optimizer.zero_grad(set_to_none=True)
             skipped += 1
-    step_s = time.perf_counter() - t0
+    return per_role, loss, grad_norm, skipped
 
-    verdicts = [x.verdict for x in results]
+
+def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args) -> tuple[dict, list]:
+    """Step 5: the step's metrics (plain floats: a tensor kept here would keep its graph alive, step after
+    step) and its samples (each problem's first plan, completion, program and verdict)."""
+    per_role, loss, grad_norm, skipped = update_metrics
+    B = len(problems)
+    coders = rollouts.of("coder")
+    verdicts = [rollouts.nodes[i].result.verdict for i in coders]
     n = len(coders) // B  # programs per problem
     samples = []
     for b in range(B):
-        first = t.nodes[coders[b * n]]
-        samples.append({"task_id": problems[b].task_id, "plan": t.upstream(coders[b * n]).get("plan"),
+        first = rollouts.nodes[coders[b * n]]
+        samples.append({"task_id": problems[b].task_id, "plan": rollouts.upstream(coders[b * n]).get("plan"),
                         "completion": first.text, "program": first.program, "verdict": first.result.verdict,
-                        "detail": first.result.detail})
-    tokens = lambda role: t.outputs[role][0].mask.sum(1).mean().item() if role in t.outputs else None  # noqa: E731
+                        "detail": first.result.detail, **({"unsafe": True} if first.result.unsafe else {})})
+    outputs = rollouts.outputs
+    tokens = lambda role: outputs[role][0].mask.sum(1).mean().item() if role in outputs else None  # noqa: E731
     planned = "planner" in args.roles
     repairs = credit.get("debugger")
+    active = [role for role in args.roles if role in credit]
     return {
         "reward": rewards.mean().item(),
         "pass_all": sum(v == "passed" for v in verdicts) / len(verdicts),
         "best_of_problem": rewards.flatten(1).amax(1).mean().item(),
-        "plan_reward_std": rewards.view(B, len(t.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False).mean().item()
-        if planned else None,
-        **metrics, "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
+        "plan_reward_std": rewards.view(B, len(rollouts.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False)
+        .mean().item() if planned else None,
+        **{f"frac_zero_std_{role}": credit[role].zero_std for role in active}, **per_role,
+        "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
         "plan_tokens": tokens("planner") if planned else None,
         "code_tokens": tokens("coder"),
-        "truncated_codes": t.outputs["coder"][0].truncated.float().mean().item(),
-        **({"retrieval_tokens": tokens("retriever")} if "retriever" in t.outputs else {}),
+        "truncated_codes": outputs["coder"][0].truncated.float().mean().item(),
+        **({"retrieval_tokens": tokens("retriever")} if "retriever" in outputs else {}),
         **({"repairs": len(repairs.adv), "repair_reward": repairs.reward.mean().item(),
             "repair_tokens": tokens("debugger")} if repairs is not None else {}),
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
@@ -242,11 +289,12 @@ def main(argv=None):
         return run_dir
     random.seed(args.seed)
     torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
-    problems = data.load(args.train_data)
-    eval_problems = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
+    problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
+    eval_problems = checkers.use(data.load(args.eval_data)[:args.eval_limit] if args.eval_data else [], args.checker)
     try:
+        isolation = sandbox.require(args.unsafe_sandbox, show=main_rank)  # refuses when nothing isolates
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
-    except RuntimeError as e:
+    except (RuntimeError, sandbox.SandboxError) as e:
         raise SystemExit(f"error: {e}") from None
     base, tok = models.load_base(args.model, device, quant, args.dtype)
     policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha)
@@ -264,8 +312,8 @@ def main(argv=None):
         state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
     tracker = None
     if main_rank:
-        dtype = str(models.compute_dtype(device, args.dtype)).removeprefix("torch.")  # what auto chose here
-        config = {**vars(args), "device": device, "quant": quant, "dtype": dtype}
+        dtype = models.choose_dtype(device, args.dtype)  # what auto chose here
+        config = {**vars(args), "device": device, "quant": quant, "dtype": dtype, "sandbox": isolation}
         checkpoint.prepare(run_dir, config, ckpt, state)  # config.json; logs cut back to the checkpoint
         tracker = trackers.make(args.report_to, run_dir, config)
         print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  dtype {dtype}  "

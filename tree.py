@@ -9,7 +9,7 @@ One tree per problem (a batch is a forest), levels in the order of the chain:
 'expand' roles give n children to every node of the level above; a 'repair' role gives n children to
 every program that fails its visible tests (debugger.visible_tests), for `debug_rounds` rounds (training
 1; evaluation up to 3, each round repairing the repairs that still fail). Every level but the Coder is
-optional: the chains of issue 10 are roles.CHAINS.
+optional: the chains train.py and eval.py run are roles.CHAINS.
 
     tree = build(problems, ["planner", "coder"], {"planner": G, "coder": M}, generate)
     credit = advantages(tree)              # {role: Credit(adv [N], valid [N], zero_std)}
@@ -21,7 +21,8 @@ Retriever/Planner/Coder levels (a node's reward = mean or max of the final rewar
 normalised among its siblings); grpo.debugger_advantages on the repairs of each failing program.
 The Coder keeps its pre-repair reward (our choice: its job is a correct program, not a repairable one;
 crediting it with its repairs would also reward wrong programs within a group where the right ones get
-no repairs); `debug_gamma` > 0 adds gamma x mean(its valid repairs' rewards), as the issue allows.
+no repairs); `debug_gamma` > 0 adds gamma x mean(its valid repairs' rewards) (our choice to offer; 0 by
+default).
 """
 from dataclasses import dataclass, field
 
@@ -202,45 +203,50 @@ def advantages(tree: Tree, credit: str = "mean", scale: bool = True, coder_basel
     if coder_baseline not in ("plan", "problem"):
         raise ValueError(f"unknown coder baseline '{coder_baseline}': use plan or problem")
     nodes = tree.nodes
-    repair = {i for i, n in enumerate(nodes) if n.role != "problem" and roles.ROLES[n.role].place == "repair"}
-    main = [i for i in range(len(nodes)) if i not in repair]
-    pos = {i: j for j, i in enumerate(main)}
-    parent = torch.tensor([pos.get(nodes[i].parent, -1) for i in main])
-    r = torch.tensor([nodes[i].reward for i in main], dtype=torch.float32)
+    repairs = {i for i, n in enumerate(nodes) if n.role != "problem" and roles.ROLES[n.role].place == "repair"}
+    # The tree rule credits every node but the repairs: the problems (roots), retrievals, plans, programs.
+    credited = [i for i in range(len(nodes)) if i not in repairs]
+    place = {node: k for k, node in enumerate(credited)}  # node id -> its place in `credited`
+    parent = torch.tensor([place.get(nodes[i].parent, -1) for i in credited])  # [N], -1 for a root
+    reward = torch.tensor([nodes[i].reward for i in credited], dtype=torch.float32)  # [N], read at the programs
     if debug_gamma:
-        for j, i in enumerate(main):
-            kids = [c for c in repair if nodes[c].parent == i and nodes[c].valid]
-            if kids:
-                r[j] += debug_gamma * sum(nodes[c].reward for c in kids) / len(kids)
-    group = parent.clone()
+        for k, i in enumerate(credited):
+            its_repairs = [c for c in repairs if nodes[c].parent == i and nodes[c].valid]
+            if its_repairs:
+                reward[k] += debug_gamma * sum(nodes[c].reward for c in its_repairs) / len(its_repairs)
+    group = parent.clone()  # siblings: the same parent
     if coder_baseline == "problem":
-        for j, i in enumerate(main):
+        for k, i in enumerate(credited):
             if nodes[i].role == "coder":
-                group[j] = len(main) + nodes[i].problem  # an id of its own: not the plans' group
-    ok = torch.tensor([nodes[i].valid for i in main])
-    fixed = torch.tensor([nodes[i].fixed for i in main])
-    R, A, zero = grpo.tree_advantages(r, ok, parent, credit, scale, group, fixed)
+                group[k] = len(credited) + nodes[i].problem  # an id of its own: not the plans' group
+    valid = torch.tensor([nodes[i].valid for i in credited])
+    fixed = torch.tensor([nodes[i].fixed for i in credited])
+    node_reward, node_adv, zero_std = grpo.tree_advantages(reward, valid, parent, credit, scale, group, fixed)
     out = {}
     for name in tree.chain:
         ids = tree.of(name)
         if not ids or name not in roles.ROLES or roles.ROLES[name].place == "repair":
             continue
-        js = [pos[i] for i in ids]
-        groups = {group[j].item(): zero[j].item() for j in js}
-        out[name] = Credit(A[js], ok[js], R[js], sum(groups.values()) / len(groups))
+        places = [place[i] for i in ids]  # the role's nodes, in rollout-row order
+        zero_of_group = {group[k].item(): zero_std[k].item() for k in places}
+        out[name] = Credit(node_adv[places], valid[places], node_reward[places],
+                           sum(zero_of_group.values()) / len(zero_of_group))
     for name in tree.chain:
         ids = tree.of(name)
         if not ids or roles.ROLES[name].place != "repair":
             continue
-        parents = sorted({nodes[i].parent for i in ids})
-        D = len(ids) // len(parents)
-        by_parent = {q: [i for i in ids if nodes[i].parent == q] for q in parents}
-        rep = torch.tensor([[nodes[i].reward for i in by_parent[q]] for q in parents], dtype=torch.float32).view(-1, D)
-        val = torch.tensor([[nodes[i].valid for i in by_parent[q]] for q in parents]).view(-1, D)
-        orig = torch.tensor([nodes[q].reward for q in parents], dtype=torch.float32)
-        rr, aa, zz = grpo.debugger_advantages(rep, val, orig, debug_reward, scale)
-        order = [i for q in parents for i in by_parent[q]]
-        where = {i: k for k, i in enumerate(order)}
-        idx = torch.tensor([where[i] for i in ids])
-        out[name] = Credit(aa.flatten()[idx], val.flatten()[idx], rr.flatten()[idx], zz.float().mean().item())
+        failing = sorted({nodes[i].parent for i in ids})  # the programs that were repaired
+        D = len(ids) // len(failing)  # repairs per program
+        repairs_of = {q: [i for i in ids if nodes[i].parent == q] for q in failing}
+        repaired = torch.tensor([[nodes[i].reward for i in repairs_of[q]] for q in failing],
+                                dtype=torch.float32).view(-1, D)  # [K, D]
+        repair_valid = torch.tensor([[nodes[i].valid for i in repairs_of[q]] for q in failing]).view(-1, D)
+        original = torch.tensor([nodes[q].reward for q in failing], dtype=torch.float32)  # [K]
+        repair_reward, repair_adv, repair_zero = grpo.debugger_advantages(repaired, repair_valid, original,
+                                                                          debug_reward, scale)
+        grouped = [i for q in failing for i in repairs_of[q]]  # the repairs, program by program
+        position = {i: k for k, i in enumerate(grouped)}
+        back = torch.tensor([position[i] for i in ids])  # grouped order -> rollout-row order
+        out[name] = Credit(repair_adv.flatten()[back], repair_valid.flatten()[back], repair_reward.flatten()[back],
+                           repair_zero.float().mean().item())
     return out

@@ -4,7 +4,7 @@
     python bench/gpu_memory.py --device cpu --small           # a check on CPU: tiny config, float32
     python bench/gpu_memory.py --num-plans 8 --max-code-tokens 256   # any train.py flag sets the step
 
-Checks the README's claim that training fits a consumer GPU, without a download: the model has
+Checks the claim (docs/gpu.md) that training fits a consumer GPU, without a download: the model has
 Qwen2.5-Coder-1.5B's shape (hidden 1536, 28 layers, 12 query / 2 KV heads, MLP 8960, vocab
 151936, tied embeddings, rope theta 1e6) and random weights; memory does not depend on the values.
 It is built with random weights (bf16 on CUDA, float32 on CPU), saved to a temp folder and loaded
@@ -76,7 +76,7 @@ def main():
     import data  # after the device check, so that it fails within a second
     import models
     import train
-    from grpo_bench import force_full_length  # bench/ is on sys.path: this file's folder
+    from grpo_bench import fix_lengths  # bench/ is on sys.path: this file's folder
 
     args = train.get_args(train_flags + ["--device", a.device])
     quant = models.default_quant(a.device) if a.quant == "auto" else a.quant
@@ -105,7 +105,7 @@ def main():
         rows.append(("+ adapters, allocated", torch.cuda.memory_allocated() / GiB))
         torch.cuda.reset_peak_memory_stats()
 
-    force_full_length()
+    fix_lengths(policy, tok, None)  # every completion the whole budget: the memory of the longest step
     problems = data.load(args.train_data)[:args.problems_per_step]
     m, _ = train.grpo_step(policy, tok, problems, args, optimizer)
     if cuda:

@@ -1,34 +1,46 @@
-"""Wall time and memory of one GRPO step: ours (train.grpo_step) against TRL's GRPOTrainer.
+"""Wall time and memory of one GRPO step, ours (train.grpo_step) against TRL's GRPOTrainer, on equal work.
 
-    python bench/grpo_bench.py                          # ours, TRL, ours2role; 2 repetitions of 1 + 3 steps
-    python bench/grpo_bench.py --quick --systems ours   # smoke test: 8 tokens, 1 step, no warm-up
+    python bench/grpo_bench.py --trl-python /tmp/trlvenv/bin/python            # ours, TRL, ours2role
+    python bench/grpo_bench.py --before /tmp/main --trl-python ...            # + our code at another checkout
+    python bench/grpo_bench.py --quick --systems ours                         # smoke test: 8 tokens, 1 step
 
 TRL lives in its own environment; no product file imports it:
     python -m venv --system-site-packages /tmp/trlvenv && /tmp/trlvenv/bin/pip install -r bench/requirements.txt
-    python bench/grpo_bench.py --trl-python /tmp/trlvenv/bin/python   # or run the bench with that python
 
-The same work for every system: the embedded SmolLM2-135M-Instruct, CPU, float32, LoRA r=16
-alpha=32 on q,k,v,o; one problem (data.load("train")[0]) x 8 completions, each exactly
---code-tokens new tokens (min_new_tokens = max_new_tokens; our closed-fence stop is switched
-off); temperature 1.0, top_p 0.95; KL beta 0.04 to the base model (adapters off); one AdamW
-step, lr 2e-4; reward = pass rate of our sandbox (sandbox.run_many, same workers and timeout).
+The same work for every system: the embedded SmolLM2-135M-Instruct, CPU (--device cuda: the GPU, the weights
+unquantised for all), one dtype (--dtype, float32 by
+default), LoRA r=16 alpha=32 on q,k,v,o; one problem (data.load("train")[0]) x 8 completions; temperature
+1.0, top_p 0.95; KL beta 0.04 to the base model (adapters off); one AdamW step, lr 2e-4; reward = pass rate
+of our sandbox (sandbox.run_many, same workers and timeout). Two length settings (--lengths):
+  forced   every completion exactly --code-tokens tokens (EOS forbidden before; no stop pattern)
+  natural  completion i ends with EOS after NATURAL[i] tokens (EOS forbidden before, forced there): the
+           lengths of 8 completions the model sampled for that problem, so that the systems do the same
+           work while completions end at different times, as in training
+Systems:
   ours       single-role mode: train.grpo_step with --roles coder, 1 problem x 8 codes
+  before     the same through the train.py of another checkout (--before PATH, e.g. a worktree of main)
   trl        GRPOTrainer(num_generations=8, per_device_train_batch_size=8): one step = 1 prompt x 8
              completions. TRL's own defaults otherwise (e.g. gradient checkpointing on, as shipped)
-  ours2role  what collaboration costs: 2 plans (--plan-tokens each) x 4 codes per plan
-Each repetition runs in a fresh subprocess (`--worker NAME`, prints one JSON line), the systems
-alternating (ours, trl, ours2role, ours, trl, ...) so that drifting machine load hits all alike.
-A worker runs --warmup uncounted steps, then --steps counted ones.
+  ours2role  what collaboration costs: 2 plans (--plan-tokens each) x 4 codes per plan (forced only; no
+             ratio: it is more work by design)
+Each repetition runs in a fresh subprocess (`--worker NAME`, prints one JSON line), the systems alternating
+so that drifting machine load hits all alike. A worker runs --warmup uncounted steps, then --steps counted.
 
-Columns: step wall time in seconds (median and min-max over all counted steps of all
-repetitions); peak RSS in GiB (the worker's VmHWM, max over repetitions; sandbox child
-processes not included); generated tokens per step (counted from the completion masks, so it
-checks the forced length); generated tokens per second of step wall time (end to end).
-Then the ratios ours/TRL and, for our rows, seconds per phase of a step (grpo_step's time_*_s).
+Equal work or no ratio: per length setting, every compared system's generated tokens per step (counted from
+its completion masks) must be within 1 % of the others', and every system must report the same dtype for
+its weights; otherwise the table is printed without ratios and the bench exits with status 1.
 
-Reference, measured on this machine (2 cores) before our code existed: TRL 1.16.0 GRPOTrainer on
-about this configuration ~25 s/step, peak RSS ~5.4 GB. Goals: ours <= 0.8x TRL's step wall
-time and <= 0.5x TRL's peak RSS.
+Columns: step wall time (median, min-max over all counted steps of all repetitions); peak RSS in GiB (the
+worker's VmHWM, max over repetitions; sandbox children not included); generated tokens per step; tokens per
+second of step wall time; CPU seconds of the worker process per step (all its threads; sandbox children not
+included): on a loaded machine the cost that other processes do not inflate. Then the ratios ours/TRL and ours/before, and the seconds per phase of our rows.
+Decode at batch 8: ms per decode step (one new token for each of 8 rows, prefill excluded: the difference
+of two lengths), our loop (decode.decode) and `generate` (what TRL and the earlier code use), against the
+memory-bandwidth limit: the weights' bytes over this machine's read bandwidth, measured here (a step
+cannot be faster than reading every weight once).
+
+Goals (issue: side by side in one run, same work): a step <= 0.5x TRL's wall time and <= 0.5x its peak RSS,
+forced and natural; decode within 3x of the bandwidth limit.
 """
 import argparse
 import json
@@ -41,12 +53,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-import models  # noqa: E402
-import torch  # noqa: E402
 
-GROUP = 8  # completions per problem and step, both systems
+GROUP = 8  # completions per problem and step, every system
 LORA_R, LORA_ALPHA, BETA, LR, TEMPERATURE, TOP_P, SANDBOX_TIMEOUT_S = 16, 32, 0.04, 2e-4, 1.0, 0.95, 4.0
+# Natural lengths (tokens, EOS included) of 8 completions of the embedded model for data.load("train")[0],
+# direct Coder prompt, temperature 1.0, top-p 0.95, our stop at the closed fence, budget 128 (rollout.sample,
+# seed 0, 2026-12-02); the row ends with EOS there in every system.
+NATURAL = [50, 29, 36, 36, 34, 53, 26, 110]
+COMPARED = ("ours", "before", "trl")  # one work per length setting; ours2role is more work by design
+
+
+def quick_lengths(lengths, budget: int) -> list:
+    """NATURAL scaled to a smaller budget (--quick): at least 2 tokens, at most `budget`."""
+    return [max(2, min(budget, round(n * budget / 128))) for n in lengths]
 
 
 def peak_rss_gib() -> float:
@@ -59,23 +78,140 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: kB
 
 
-def force_full_length():
-    """Make every sampled completion use its whole token budget: EOS is forbidden before
-    max_new_tokens (rollout.sample's min_new_tokens) and the closed-fence stop is off (coder.STOP)."""
-    import coder
+def read_bandwidth_gbs(device: str = "cpu", gib: float = 1.0, reps: int = 5) -> float:
+    """The memory read bandwidth of `device` in GB/s: the best of `reps` sums over a `gib` GiB float32 tensor
+    (far larger than any cache), with torch's threads."""
+    import torch
+
+    x = torch.ones(int(gib * 2**30) // 4, device=device)
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        x.sum().item()  # .item() waits for the GPU too
+        best = min(best, time.perf_counter() - t)
+    return x.numel() * 4 / best / 1e9
+
+
+def length_processor(lengths, eos_id: int):
+    """A transformers LogitsProcessor for `generate` (TRL, the earlier code): row i of the batch gets EOS
+    forbidden before lengths[i] - 1 new tokens and forced at that position."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class ForceLengths(LogitsProcessor):
+        def __init__(self):
+            self.start = None
+
+        def __call__(self, input_ids, scores):
+            self.start = input_ids.shape[1] if self.start is None else self.start
+            t = input_ids.shape[1] - self.start  # new tokens so far
+            L = torch.tensor(lengths, device=scores.device)[:scores.shape[0]]  # [N]
+            scores[t < L - 1, eos_id] = float("-inf")
+            at = t == L - 1
+            scores[at] = float("-inf")
+            scores[at, eos_id] = 0.0
+            return scores
+    return ForceLengths()
+
+
+def force_lengths_on_generate(model, lengths, eos_id: int):
+    """Every `model.generate` call gets length_processor (a fresh one per call)."""
+    from transformers import LogitsProcessorList
+
+    generate = model.generate
+
+    def forced(*args, **kwargs):
+        kwargs["logits_processor"] = LogitsProcessorList([length_processor(lengths, eos_id)])
+        return generate(*args, **kwargs)
+    model.generate = forced
+
+
+def force_lengths_on_decode(lengths, eos_id: int):
+    """The same rule for our sampler: decode.next_tokens sees the logits of the rows still running only, so
+    the rows are tracked here as decode.decode drops them (a row leaves when it samples EOS)."""
+    import torch
+
+    import decode
+
+    state = {}
+    real_next, real_decode = decode.next_tokens, decode.decode
+
+    def next_tokens(logits, temperature, top_p):
+        rows, t = state["rows"], state["t"]
+        L = torch.tensor(lengths, device=logits.device)[rows]  # [A]
+        logits[t < L - 1, eos_id] = float("-inf")
+        at = t == L - 1
+        logits[at] = float("-inf")
+        logits[at, eos_id] = 0.0
+        x = real_next(logits, temperature, top_p)
+        state["rows"], state["t"] = rows[x != eos_id], t + 1
+        return x
+
+    def decode_(model, input_ids, attention_mask, n, *args, **kwargs):
+        state.update(rows=torch.arange(input_ids.shape[0] * n, device=input_ids.device), t=0)
+        return real_decode(model, input_ids, attention_mask, n, *args, **kwargs)
+    decode.next_tokens, decode.decode = next_tokens, decode_
+
+
+def fix_lengths(policy, tok, lengths):
+    """rollout.sample with every completion's length fixed: lengths None = forced to the whole budget
+    (min_new_tokens = max_new_tokens), else the natural list (per row, EOS at the end); no stop pattern.
+    Works on this tree (decode.py) and on an earlier one whose sampler is `generate`."""
     import rollout
 
-    coder.STOP = None
     sample = rollout.sample
+    own_loop = hasattr(rollout, "decode")
+    if lengths is not None:
+        if own_loop:
+            force_lengths_on_decode(lengths, tok.eos_token_id)
+        else:
+            force_lengths_on_generate(policy, lengths, tok.eos_token_id)
 
-    def forced(policy, tok, chats, n, max_new_tokens, *rest, **kw):
-        return sample(policy, tok, chats, n, max_new_tokens, *rest, **{**kw, "min_new_tokens": max_new_tokens})
-    rollout.sample = forced  # train.grpo_step looks it up at call time
+    def fixed(policy, tok, chats, n, max_new_tokens, *rest, **kw):
+        kw = {**kw, "stop": None, "min_new_tokens": max_new_tokens if lengths is None else 0}
+        return sample(policy, tok, chats, n, max_new_tokens, *rest, **kw)
+    rollout.sample = fixed  # train.grpo_step looks it up at call time
+
+
+def decode_ms(policy, tok, problem, short: int, long: int) -> dict:
+    """ms per decode step at batch GROUP (prefill excluded: (t(long) - t(short)) / (long - short)), our loop
+    and `generate`, each forced to the full length, the policy in eval mode with its adapter."""
+    import torch
+
+    import coder
+    import decode
+    import rollout
+
+    enc = rollout.encode_prompts(tok, [coder.messages(problem, None)], next(policy.parameters()).device)
+    policy.eval()
+    out = {}
+    runs = {"ours": lambda T: decode.decode(policy, enc.input_ids, enc.attention_mask, GROUP, T, tok.eos_token_id,
+                                            TEMPERATURE, TOP_P, T),
+            "generate": lambda T: policy.generate(**enc, num_return_sequences=GROUP, max_new_tokens=T, min_new_tokens=T,
+                                                  do_sample=True, temperature=TEMPERATURE, top_p=TOP_P, top_k=None,
+                                                  pad_token_id=tok.eos_token_id)}
+    sync = torch.cuda.synchronize if enc.input_ids.is_cuda else (lambda: None)
+    with torch.no_grad():
+        for name, run in runs.items():
+            run(short)  # warm-up
+            secs = {}
+            for T in (short, long):
+                sync()
+                t = time.perf_counter()
+                run(T)
+                sync()
+                secs[T] = time.perf_counter() - t
+            out[name] = 1000 * (secs[long] - secs[short]) / (long - short)
+    policy.train()
+    return out
 
 
 def worker_ours(a, two_roles: bool) -> dict:
-    """Warm-up + counted train.grpo_step calls; every completion forced to its full token budget."""
+    """Warm-up + counted train.grpo_step calls with fixed completion lengths, on this tree or --tree."""
+    import torch
+
     import data
+    import models
     import train
 
     torch.manual_seed(0)
@@ -85,23 +221,32 @@ def worker_ours(a, two_roles: bool) -> dict:
              "--beta": BETA, "--temperature": TEMPERATURE, "--top-p": TOP_P, "--lr": LR, "--lora-r": LORA_R,
              "--lora-alpha": LORA_ALPHA, "--sandbox-timeout": SANDBOX_TIMEOUT_S}
     args = train.get_args([str(x) for kv in flags.items() for x in kv])
-    force_full_length()
-    base, tok = models.load_base(a.model, "cpu", "none")
+    base, tok = models.load_base(a.model, a.device, "none", a.dtype)
+    weights = sum(p.numel() * p.element_size() for p in base.parameters())
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
+    fix_lengths(policy, tok, natural_lengths(a) if a.lengths == "natural" else None)
     optimizer = torch.optim.AdamW([p for n, p in policy.named_parameters() if "lora_" in n], lr=args.lr)
     problem = data.load("train")[0]
-    steps, tokens, phases = [], [], []
+    steps, cpu, tokens, phases = [], [], [], []
     for i in range(a.warmup + a.steps):
+        c = time.process_time()
         m, _ = train.grpo_step(policy, tok, [problem], args, optimizer)
         if i >= a.warmup:
             steps.append(m["time_step_s"])
+            cpu.append(time.process_time() - c)
             tokens.append(m["code_tokens"] * G * M + (m["plan_tokens"] * G if two_roles else 0))  # means x rows
             phases.append({k: v for k, v in m.items() if k.startswith("time_")})
-    return dict(step_s=steps, tokens=tokens, phases=phases, peak_rss_gib=peak_rss_gib())
+    out = dict(step_s=steps, cpu_s=cpu, tokens=tokens, phases=phases, peak_rss_gib=peak_rss_gib(), weights_bytes=weights,
+               dtype=str(next(base.parameters()).dtype).removeprefix("torch."))
+    if a.decode and not two_roles:
+        policy.set_adapter("coder")
+        out["decode_ms"] = decode_ms(policy, tok, problem, *((4, 12) if a.quick else (16, 80)))
+    return out
 
 
 def worker_trl(a) -> dict:
     """The same work through TRL's GRPOTrainer; a callback times each optimisation step."""
+    import torch
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import TrainerCallback
@@ -109,116 +254,205 @@ def worker_trl(a) -> dict:
 
     import coder
     import data
+    import models
     import sandbox
 
     problem = data.load("train")[0]
 
     def reward(prompts, completions, **kwargs):  # conversational: completions[i] = [{"role", "content"}]
-        jobs = [dict(program=coder.program(problem, coder.extract_code(c[-1]["content"])), tests=list(problem.tests),
-                     setup=problem.setup, timeout_s=SANDBOX_TIMEOUT_S) for c in completions]
+        jobs = [problem.sandbox_job(coder.program(problem, coder.extract_code(c[-1]["content"])), SANDBOX_TIMEOUT_S)
+                for c in completions]
         return [r.pass_rate for r in sandbox.run_many(jobs, workers=os.cpu_count())]
 
-    steps, tokens = [], []
+    steps, cpu, tokens = [], [], []
 
     class Timer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
-            self.t = time.perf_counter()
+            self.t, self.c = time.perf_counter(), time.process_time()
 
         def on_step_end(self, args, state, control, **kw):
             steps.append(time.perf_counter() - self.t)
+            cpu.append(time.process_time() - self.c)
 
         def on_log(self, args, state, control, logs=None, **kw):  # logging_steps=1: one log per step
             if logs and "completions/mean_length" in logs:
                 tokens.append(logs["completions/mean_length"] * GROUP)
 
     n = a.warmup + a.steps
+    natural = a.lengths == "natural"
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(a.dtype, torch.float32)
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig(
             output_dir=out, num_generations=GROUP, per_device_train_batch_size=GROUP, gradient_accumulation_steps=1,
-            max_completion_length=a.code_tokens, generation_kwargs={"min_new_tokens": a.code_tokens},
+            max_completion_length=a.code_tokens, generation_kwargs={"min_new_tokens": 0 if natural else a.code_tokens},
             beta=BETA, num_iterations=1, temperature=TEMPERATURE, top_p=TOP_P, learning_rate=LR,
-            use_cpu=True, bf16=False, fp16=False, report_to="none", logging_steps=1, max_steps=n,
-            save_strategy="no", disable_tqdm=True, seed=0)
+            use_cpu=a.device == "cpu", bf16=dtype == torch.bfloat16, fp16=False, report_to="none", logging_steps=1, max_steps=n,
+            save_strategy="no", disable_tqdm=True, seed=0, model_init_kwargs={"dtype": dtype})
         trainer = GRPOTrainer(
             model=models.resolve(a.model), reward_funcs=reward, args=config,
             train_dataset=Dataset.from_list([{"prompt": coder.messages(problem, None)}] * n),
             peft_config=LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, target_modules=models.LORA_TARGETS,
                                    task_type="CAUSAL_LM"),
             callbacks=[Timer()])
+        if natural:
+            force_lengths_on_generate(trainer.model, natural_lengths(a), trainer.processing_class.eos_token_id)
+        weights_dtype = str(next(trainer.model.get_base_model().parameters()).dtype).removeprefix("torch.")
         trainer.train()
-    return dict(step_s=steps[a.warmup:], tokens=tokens[a.warmup:], phases=[], peak_rss_gib=peak_rss_gib())
+    return dict(step_s=steps[a.warmup:], cpu_s=cpu[a.warmup:], tokens=tokens[a.warmup:], phases=[], peak_rss_gib=peak_rss_gib(),
+                dtype=weights_dtype)
 
 
-def launch(system: str, a) -> dict:
+def natural_lengths(a) -> list:
+    return quick_lengths(NATURAL, a.code_tokens) if a.quick else list(NATURAL)
+
+
+def launch(system: str, lengths: str, a) -> dict:
     """Run one repetition of `system` in a fresh interpreter; its last stdout line is the JSON result."""
     python = a.trl_python if system == "trl" else sys.executable
-    cmd = [python, __file__, "--worker", system, "--model", a.model, "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--code-tokens", str(a.code_tokens), "--plan-tokens", str(a.plan_tokens)]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    tree = Path(a.before).resolve() if system == "before" else ROOT
+    cmd = [python, str(Path(__file__).resolve()), "--worker", "ours2role" if system == "ours2role" else
+           ("trl" if system == "trl" else "ours"), "--tree", str(tree), "--lengths", lengths, "--model", a.model,
+           "--dtype", a.dtype, "--device", a.device, "--steps", str(a.steps), "--warmup", str(a.warmup), "--code-tokens", str(a.code_tokens),
+           "--plan-tokens", str(a.plan_tokens)] + (["--quick"] if a.quick else []) + \
+        (["--decode"] if system == "ours" and lengths == "forced" else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
     if p.returncode != 0:
-        sys.exit(f"error: worker {system} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+        sys.exit(f"error: worker {system} ({lengths}) failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def print_table(results: dict):
-    """One row per system, then the ratios ours/TRL; results: system -> list of worker dicts."""
-    print(f"\n{'system':10} {'median s':>8} {'min-max s':>13} {'peak RSS GiB':>13} {'tokens/step':>12} "
-          f"{'gen tok/s':>10}")
-    rows = {}
-    for system, runs in results.items():
-        steps = [s for r in runs for s in r["step_s"]]  # seconds, every counted step of every repetition
-        step = statistics.median(steps)
-        tokens = statistics.median([t for r in runs for t in r["tokens"]])
-        rss = max(r["peak_rss_gib"] for r in runs)
-        rows[system] = (step, rss, tokens / step)
-        span = f"{min(steps):.2f}-{max(steps):.2f}"
-        print(f"{system:10} {step:8.2f} {span:>13} {rss:13.2f} {tokens:12.0f} {tokens / step:10.1f}")
-    if "ours" in rows and "trl" in rows:
-        ratio = [o / t for o, t in zip(rows["ours"], rows["trl"])]  # step s, peak RSS, tok/s
-        print(f"{'ours/trl':10} {ratio[0]:7.2f}x {'':13} {ratio[1]:12.2f}x {'':12} {ratio[2]:9.2f}x")
-        print(f"goals: step time <= 0.8x TRL's {'met' if ratio[0] <= 0.8 else 'NOT met'}; "
-              f"peak RSS <= 0.5x TRL's {'met' if ratio[1] <= 0.5 else 'NOT met'}")
+def summary(runs: list) -> dict:
+    """One table row from a system's worker results."""
+    steps = [s for r in runs for s in r["step_s"]]  # seconds, every counted step of every repetition
+    tokens = statistics.median([t for r in runs for t in r["tokens"]])
+    return dict(step=statistics.median(steps), lo=min(steps), hi=max(steps), rss=max(r["peak_rss_gib"] for r in runs),
+                cpu=statistics.median([c for r in runs for c in r.get("cpu_s", [])] or [float("nan")]),
+                tokens=tokens, dtypes=sorted({r["dtype"] for r in runs}))
+
+
+def equal_work(rows: dict) -> str | None:
+    """None when the compared systems (COMPARED) of one length setting did the same work: tokens per step
+    within 1 % of each other and one weights dtype; else the reason, one line. rows: system -> summary."""
+    compared = {s: r for s, r in rows.items() if s in COMPARED}
+    tokens = [r["tokens"] for r in compared.values()]
+    if len(compared) > 1 and (max(tokens) - min(tokens)) > 0.01 * min(tokens):
+        return "tokens per step differ by more than 1 %: " + ", ".join(f"{s} {r['tokens']:.0f}" for s, r in compared.items())
+    dtypes = {d for r in compared.values() for d in r["dtypes"]}
+    if len(dtypes) > 1:
+        return "the systems ran different dtypes: " + ", ".join(f"{s} {'/'.join(r['dtypes'])}" for s, r in compared.items())
+    return None
+
+
+def print_table(lengths: str, results: dict, a) -> tuple[str | None, dict]:
+    """One length setting's table; returns (why no ratio could be printed or None, {"trl": ratios, ...})."""
+    rows = {s: summary(runs) for s, runs in results.items()}
+    budget = a.code_tokens
+    what = (f"every completion {budget} tokens" if lengths == "forced" else
+            f"completions end with EOS after {', '.join(map(str, natural_lengths(a)))} tokens")
+    print(f"\n{lengths} lengths ({what}); dtype {', '.join(sorted({d for r in rows.values() for d in r['dtypes']}))}")
+    print(f"{'system':10} {'median s':>8} {'min-max s':>13} {'peak RSS GiB':>13} {'tokens/step':>12} {'gen tok/s':>10} "
+          f"{'CPU s':>8}")
+    for s, r in rows.items():
+        span = f"{r['lo']:.2f}-{r['hi']:.2f}"
+        print(f"{s:10} {r['step']:8.2f} {span:>13} {r['rss']:13.2f} {r['tokens']:12.0f} {r['tokens'] / r['step']:10.1f} "
+              f"{r['cpu']:8.2f}")
+    why = equal_work(rows)
+    ratios = {}
+    if why:
+        print(f"NO RATIO: {why}")
+        return why, ratios
+    for other in ("trl", "before"):
+        if "ours" in rows and other in rows:
+            o, t = rows["ours"], rows[other]
+            ratios[other] = (o["step"] / t["step"], o["rss"] / t["rss"])
+            print(f"{'ours/' + other:10} {ratios[other][0]:7.2f}x {'':13} {ratios[other][1]:12.2f}x {'':12} "
+                  f"{(o['tokens'] / o['step']) / (t['tokens'] / t['step']):9.2f}x {o['cpu'] / t['cpu']:7.2f}x")
+    return None, ratios
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=models.EMBEDDED, help="the same for all systems (models.resolve)")
-    ap.add_argument("--systems", default="ours,trl,ours2role", help="comma-separated: ours, trl, ours2role")
+    ap.add_argument("--model", default="SmolLM2-135M-Instruct", help="the same for all systems (models.resolve)")
+    ap.add_argument("--systems", default="ours,trl,ours2role", help="comma-separated: ours, trl, ours2role, before")
+    ap.add_argument("--before", default=None, help="a checkout of this project to run as the 'before' system")
+    ap.add_argument("--lengths", default="forced,natural", help="comma-separated: forced, natural")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="every system on it (no quantisation)")
+    ap.add_argument("--dtype", default="float32", help="one dtype for every system (models.DTYPES; TRL: float32, bfloat16)")
     ap.add_argument("--reps", type=int, default=2, help="fresh-process repetitions of each system")
     ap.add_argument("--steps", type=int, default=3, help="counted steps per repetition")
     ap.add_argument("--warmup", type=int, default=1, help="uncounted steps first")
-    ap.add_argument("--code-tokens", type=int, default=128, help="forced length of every code completion")
+    ap.add_argument("--code-tokens", type=int, default=128, help="token budget (forced: length) of every code completion")
     ap.add_argument("--plan-tokens", type=int, default=48, help="forced length of every plan (ours2role)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 8 tokens, 1 rep, 1 step, no warm-up")
     ap.add_argument("--trl-python", default=sys.executable, help="a python that can import trl")
     ap.add_argument("--worker", choices=["ours", "trl", "ours2role"], help=argparse.SUPPRESS)
+    ap.add_argument("--tree", default=str(ROOT), help=argparse.SUPPRESS)
+    ap.add_argument("--decode", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:
         a.reps, a.steps, a.warmup, a.code_tokens, a.plan_tokens = 1, 1, 0, 8, 8
-    if a.worker:  # inside a fresh subprocess: one JSON line on stdout
+    if a.worker:  # inside a fresh subprocess, on the code of --tree: one JSON line on stdout
+        sys.path.insert(0, a.tree)
         r = worker_trl(a) if a.worker == "trl" else worker_ours(a, two_roles=a.worker == "ours2role")
         print(json.dumps(r))
         return
 
-    systems = a.systems.split(",")
+    systems = a.systems.split(",") + (["before"] if a.before and "before" not in a.systems.split(",") else [])
+    if "before" in systems and not a.before:
+        sys.exit("error: the 'before' system needs --before PATH (a checkout of this project)")
     if "trl" in systems and subprocess.run([a.trl_python, "-c", "import trl"], capture_output=True).returncode:
         print("TRL is not importable: pip install -r bench/requirements.txt (or pass --trl-python); "
               "running our rows only")
         systems.remove("trl")
-    print(f"{a.reps} repetitions x ({a.warmup} warm-up + {a.steps} counted steps); completions forced to "
-          f"{a.code_tokens} code / {a.plan_tokens} plan tokens; {torch.get_num_threads()} torch threads")
-    results = {s: [] for s in systems}
-    for rep in range(a.reps):
-        for s in systems:
-            t0 = time.perf_counter()
-            results[s].append(launch(s, a))
-            print(f"rep {rep + 1} {s}: {time.perf_counter() - t0:.0f} s", flush=True)
-    print_table(results)
-    import train
+    settings = a.lengths.split(",")
+    import torch
 
+    print(f"{a.reps} repetitions x ({a.warmup} warm-up + {a.steps} counted steps); {a.device}, dtype {a.dtype}; "
+          f"{torch.get_num_threads()} torch threads")
+    results = {ln: {s: [] for s in systems if ln == "forced" or s != "ours2role"} for ln in settings}
+    for rep in range(a.reps):
+        for ln in settings:
+            for s in results[ln]:
+                t0 = time.perf_counter()
+                results[ln][s].append(launch(s, ln, a))
+                print(f"rep {rep + 1} {ln} {s}: {time.perf_counter() - t0:.0f} s", flush=True)
+    failed, ratios = [], {}
+    for ln in settings:
+        why, ratios[ln] = print_table(ln, results[ln], a)
+        if why:
+            failed.append(ln)
+    ours = [r for ln in settings for r in results[ln].get("ours", []) if "decode_ms" in r]
+    limit_ms = None
+    if ours:
+        bw = read_bandwidth_gbs(a.device, 0.25 if a.quick else 1.0)
+        weights = ours[0]["weights_bytes"]
+        limit_ms = 1000 * weights / (bw * 1e9)
+        d = {k: statistics.median([r["decode_ms"][k] for r in ours]) for k in ("ours", "generate")}
+        print(f"\ndecode at batch {GROUP}, ms per step (one token for each row, prefill excluded): ours {d['ours']:.1f}, "
+              f"generate {d['generate']:.1f} (ours/generate {d['ours'] / d['generate']:.2f}x); bandwidth limit "
+              f"{limit_ms:.1f} ms = {weights / 2**20:.0f} MiB of weights / {bw:.1f} GB/s measured read bandwidth; "
+              f"ours {d['ours'] / limit_ms:.1f}x the limit")
+    goals = []
+    for ln in settings:
+        if "trl" in ratios[ln]:
+            t, m = ratios[ln]["trl"]
+            goals.append(f"{ln}: step time <= 0.5x TRL's {'met' if t <= 0.5 else 'NOT met'} ({t:.2f}x), "
+                         f"peak RSS <= 0.5x TRL's {'met' if m <= 0.5 else 'NOT met'} ({m:.2f}x)")
+    if ours:
+        goals.append(f"decode within 3x of the bandwidth limit {'met' if d['ours'] <= 3 * limit_ms else 'NOT met'}")
+    if goals:
+        print("goals: " + "; ".join(goals))
     for s in [s for s in systems if s != "trl"]:
-        print(f"\n{s}:", end="")
-        train.print_profile([p for r in results[s] for p in r["phases"]])
+        for ln in settings:
+            phases = [p for r in results[ln].get(s, []) for p in r["phases"]]
+            if phases:
+                print(f"\n{s} ({ln}):", end="")
+                sys.path.insert(0, str(ROOT))
+                import progress
+
+                progress.print_profile(phases)
+    if failed:
+        sys.exit(f"error: unequal work in the {', '.join(failed)} setting(s): no ratio printed")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Prints one table: load time, sampling throughput (new tokens/s over a batch), and the time of
 one forward+backward through the LoRA adapters. Used to choose the CPU default of --quant
-(README, "Why fp32 on CPU"). Run: python bench/quant_bench.py [--model NAME] [--device cpu]
+(docs/speed.md#quantisation-and-the-compute-dtype-on-cpu). Run: python bench/quant_bench.py [--model NAME] [--device cpu]
 """
 import argparse
 import resource

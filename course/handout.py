@@ -12,10 +12,14 @@ function; its signature and docstring stay outside, so the handout keeps the spe
    indentation, and write the registry without its mutants. An unpaired, nested or unknown marker,
    or a mutant that does not apply, is refused with one line (exit 2).
 2. Check, and fail the build (exit 1; OUT_DIR is then not written) unless
-   (1) every exercise's tests pass on the reference (otter-grader runs the solution first, too);
+   (1) every exercise's tests, public and hidden, pass on the reference (otter-grader runs the
+       solution first, too);
    (2) with ONLY that exercise stubbed (the rest reference), every one of its tests fails;
    (3) no marker and no solution line is left in the handout, and every .py in it compiles;
-   (4) every mutant of the registry (a plausible student bug) fails at least one of its tests.
+   (4) every mutant of the registry (a plausible student bug) fails at least one of its HIDDEN
+       tests (its public ones when it has none), so a solution fitted to the public tests fails.
+The handout leaves out tests/hidden/ and the teacher-only files (TEACHER_ONLY); the registry it
+carries has neither mutants nor hidden tests (course/autograder.py's bundle keeps the hidden ones).
 Each run selects one exercise's tests by its marker in a throw-away copy (course/runner.py: a
 process forked after torch and transformers are imported).
 """
@@ -24,65 +28,22 @@ import ast
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from course import registry  # noqa: E402
+from course.markers import (BEGIN, END, Block, Refused, find_blocks, project_files, read_text,  # noqa: E402,F401
+                            stub)
 from course.runner import run_all, warm  # noqa: E402
 
-BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\b(?P<rest>.*)$")
-END = re.compile(r"^(?P<indent>[ \t]*)# END SOLUTION\b(?P<rest>.*)$")
-STUB = 'raise NotImplementedError("exercise {id}: see course/EXERCISES.md")'
-SKIP_DIRS = {".git", ".venv", "runs", "__pycache__", ".pytest_cache"}
-TEACHER_ONLY = {"course/handout.py", "course/runner.py", "tests/test_course.py"}  # never in the handout
+# never in the handout (the build's own files, and the tests that use them); tests/hidden/ neither
+TEACHER_ONLY = {"course/handout.py", "course/autograder.py", "course/classroom.py", "course/setup.sh",
+                "course/run_autograder", "tests/test_course.py", "tests/test_grading.py"}
 REGISTRY = "course/exercises.toml"
-
-
-class Refused(Exception):
-    """The source cannot be turned into a handout; the message is one line naming file:line."""
-
-
-@dataclass
-class Block:
-    id: str
-    start: int  # index of the BEGIN line
-    end: int  # index of the END line
-    indent: str
-
-
-def find_blocks(text: str, where: str) -> list[Block]:
-    """The solution blocks of one file. Raises Refused on a nested, unpaired or malformed marker."""
-    blocks, open_ = [], None
-    for i, line in enumerate(text.split("\n")):
-        if m := BEGIN.match(line):
-            ids = m["rest"].split()
-            if open_:
-                raise Refused(f"{where}:{i + 1}: BEGIN SOLUTION inside the block opened at line {open_.start + 1} "
-                              f"(nested markers are not allowed)")
-            if len(ids) != 1:
-                raise Refused(f"{where}:{i + 1}: BEGIN SOLUTION needs exactly one exercise id")
-            open_ = Block(ids[0], i, -1, m["indent"])
-        elif m := END.match(line):
-            if not open_:
-                raise Refused(f"{where}:{i + 1}: END SOLUTION without a BEGIN SOLUTION")
-            if m["rest"].strip():
-                raise Refused(f"{where}:{i + 1}: END SOLUTION takes no id")
-            if m["indent"] != open_.indent:
-                raise Refused(f"{where}:{i + 1}: END SOLUTION is not at the indentation of its BEGIN (line {open_.start + 1})")
-            if i == open_.start + 1:
-                raise Refused(f"{where}:{i + 1}: empty solution block")
-            open_.end = i
-            blocks.append(open_)
-            open_ = None
-    if open_:
-        raise Refused(f"{where}:{open_.start + 1}: BEGIN SOLUTION {open_.id} is never closed (no END SOLUTION)")
-    return blocks
 
 
 def check_spec(f: str, text: str, blocks: list[Block], by_id: dict) -> None:
@@ -102,35 +63,6 @@ def check_spec(f: str, text: str, blocks: list[Block], by_id: dict) -> None:
                 and doc.end_lineno <= b.start):
             raise Refused(f"{f}:{b.start + 1}: {module}.{inner.name} needs its docstring above the block "
                           f"(the handout keeps only what is outside it)")
-
-
-def stub(text: str, blocks: list[Block], ids) -> str:
-    """text with the blocks of the exercises `ids` replaced by their one-line stub."""
-    lines = text.split("\n")
-    for b in sorted((b for b in blocks if b.id in ids), key=lambda b: -b.start):
-        lines[b.start:b.end + 1] = [b.indent + STUB.format(id=b.id)]
-    return "\n".join(lines)
-
-
-def project_files(src: Path) -> list[str]:
-    """Relative paths of the project's files: git's tracked ones (their working-tree content; a new
-    file goes in once it is `git add`ed, so a scratch file never leaks into a handout), or, outside a
-    repository, a walk; never .git, .venv, runs, caches or symlinks."""
-    try:
-        out = subprocess.run(["git", "-C", str(src), "ls-files", "-z", "--cached"],
-                             capture_output=True, check=True).stdout.decode()
-        files = [f for f in out.split("\0") if f]
-    except (OSError, subprocess.CalledProcessError):
-        files = [str(p.relative_to(src)) for p in src.rglob("*")]
-    return sorted(f for f in set(files) if not SKIP_DIRS & set(Path(f).parts)
-                  and (src / f).is_file() and not (src / f).is_symlink())
-
-
-def read_text(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except (UnicodeDecodeError, OSError):
-        return None  # a binary file: copied as is
 
 
 class Source:
@@ -176,11 +108,13 @@ class Source:
                           f"inside the exercise's blocks in {f} (needs exactly 1)")
         return text[:hits[0]] + m["new"] + text[hits[0] + len(m["old"]):]
 
-    def write(self, dst: Path, stub_ids=(), replace: dict | None = None, handout: bool = False) -> Path:
+    def write(self, dst: Path, stub_ids=(), replace: dict | None = None, handout: bool = False,
+              hidden: bool = True) -> Path:
         """A copy of the tree: the blocks of `stub_ids` stubbed, files in `replace` swapped, and for the
-        handout without the teacher-only files and with the registry stripped of its mutants."""
+        handout without the teacher-only files and with the registry stripped of its mutants; with
+        hidden=False also without the hidden tests (the student's handout; the grading bundle keeps them)."""
         for f in self.files:
-            if handout and f in TEACHER_ONLY:
+            if handout and (f in TEACHER_ONLY or (not hidden and f.startswith(registry.HIDDEN_DIR))):
                 continue
             out = dst / f
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +126,7 @@ class Source:
                 text = stub(text, find_blocks(text, f), set(stub_ids))
             if handout and f == REGISTRY:
                 text = registry.to_toml(self.exercises, "# The course's exercises (course/EXERCISES.md); "
-                                                        "generated by the teacher's course/handout.py.\n")
+                                                        "generated by the teacher's course/handout.py.\n", hidden)
             out.write_text(text)
         return dst
 
@@ -231,6 +165,79 @@ def check_handout(source: Source, out: Path) -> list[str]:
     return problems
 
 
+def is_hidden(key: str) -> bool:
+    return key.startswith(registry.HIDDEN_DIR)
+
+
+def check_tests(source: Source, work: Path, n_jobs: int = 2, timeout: float = 300.0, verbose: bool = False) -> list[str]:
+    """Checks (1), (2) and (4) on copies of the tree in `work`; prints a table per exercise (public and
+    hidden tests, reference seconds, tests failed on the stub, mutants caught by the hidden tests).
+    Returns the failures (one line each)."""
+    exercises, problems = source.exercises, []
+    files_of = {ex["id"]: sorted({t.split("::")[0] for t in ex["tests"] + ex["hidden"]}) for ex in exercises}
+    hidden_files = {ex["id"]: sorted({t.split("::")[0] for t in ex["hidden"]}) for ex in exercises}
+    all_files = sorted({f for fs in files_of.values() for f in fs})
+    refs = [{"kind": "reference", "id": f, "root": source.write(work / f"ref{k}"), "first_fail": False,
+             "expr": " or ".join(ex["marker"] for ex in exercises), "files": [f]} for k, f in enumerate(all_files)]
+    run_all(refs, exercises, n_jobs, timeout)  # one run per test file, n_jobs at a time
+    ref_tests = {}
+    for ref in refs:
+        if "error" in ref:
+            problems.append(f"check 1: the reference run of {ref['id']} failed: {ref['error']}")
+        problems += [f"check 1: {e}" for e in ref.get("errors", [])]
+        ref_tests.update(ref.get("tests", {}))
+    keys = {t["key"] for t in ref_tests.values()}
+    for ex in exercises:
+        problems += [f"check 1: exercise {ex['id']!r} lists {t}, which pytest does not collect"
+                     for t in ex["tests"] + ex["hidden"] if t not in keys]
+    problems += [f"check 1: {nid} ({', '.join(t['markers'])}) {t['outcome']} on the reference"
+                 for nid, t in ref_tests.items() if t["outcome"] != "passed"]
+    jobs = []
+    if not problems:  # (2) and (4) only mean something on a reference that passes
+        for k, ex in enumerate(exercises):
+            jobs.append({"kind": "stub", "id": ex["id"], "root": source.write(work / f"stub{k}", stub_ids=[ex["id"]]),
+                         "expr": ex["marker"], "files": files_of[ex["id"]], "first_fail": False})
+        for k, (ex_id, why, f, text) in enumerate(source.mutants):  # the hidden tests must catch it
+            jobs.append({"kind": "mutant", "id": ex_id, "why": why, "root": source.write(work / f"mut{k}", replace={f: text}),
+                         "expr": source.by_id[ex_id]["marker"], "files": hidden_files[ex_id] or files_of[ex_id],
+                         "first_fail": True})
+        run_all(jobs, exercises, n_jobs, timeout)
+    rows = {ex["id"]: {"public": 0, "hidden": 0, "ref_s": 0.0, "stub_failed": 0, "caught": 0,
+                       "mutants": len(ex["mutant"])} for ex in exercises}
+    for t in ref_tests.values():
+        for ex in exercises:
+            if ex["marker"] in t["markers"]:
+                rows[ex["id"]]["hidden" if is_hidden(t["key"]) else "public"] += 1
+                rows[ex["id"]]["ref_s"] += t["seconds"]
+    for job in jobs:
+        mine = {n: t for n, t in job.get("tests", {}).items() if source.by_id[job["id"]]["marker"] in t["markers"]}
+        failed = [n for n, t in mine.items() if t["outcome"] == "failed"]
+        if job["kind"] == "stub":
+            rows[job["id"]]["stub_failed"] = len(failed)
+            if "error" in job:
+                problems.append(f"check 2: exercise {job['id']!r}: the stubbed run failed: {job['error']}")
+            problems += [f"check 2: exercise {job['id']!r}: {n} {t['outcome']} on the stub (it must fail)"
+                         for n, t in mine.items() if t["outcome"] != "failed"]
+            if not mine and "error" not in job:
+                problems.append(f"check 2: exercise {job['id']!r}: no test ran on the stub")
+        else:
+            caught = bool(failed) or "timed out" in job.get("error", "")
+            rows[job["id"]]["caught"] += caught
+            if not caught:
+                why = job.get("error") or f"all {len(mine)} {'hidden ' if hidden_files[job['id']] else ''}tests pass"
+                problems.append(f"check 4: exercise {job['id']!r}: mutant {job['why']!r} is not caught ({why})")
+    print(f"{'exercise':16} {'points':>6} {'public':>6} {'hidden':>6} {'ref s':>6} {'stub: fail':>10} {'mutants caught':>14}")
+    for ex in exercises:
+        r = rows[ex["id"]]
+        n = r["public"] + r["hidden"]
+        print(f"{ex['id']:16} {ex['points']:6d} {r['public']:6d} {r['hidden']:6d} {r['ref_s']:6.2f} "
+              f"{r['stub_failed']:>5}/{n:<4} {r['caught']:>8}/{r['mutants']:<5}")
+    if verbose:  # the slowest runs: where the build's time goes
+        for job in sorted(refs + jobs, key=lambda j: -j.get("seconds", 0))[:10]:
+            print(f"  {job.get('seconds', 0):5.1f} s  {job.get('kind', 'reference')} {job.get('id', '')} {job.get('why', '')}")
+    return problems
+
+
 def build(src: Path, out: Path, n_jobs: int = 2, timeout: float = 300.0, force: bool = False,
           preload: bool = True, verbose: bool = False) -> int:
     """Generate and check the handout; prints a table. Returns 0 (built), 1 (a check failed)."""
@@ -243,64 +250,10 @@ def build(src: Path, out: Path, n_jobs: int = 2, timeout: float = 300.0, force: 
         warm()
     work = Path(tempfile.mkdtemp(prefix="handout-"))
     try:
-        staged = source.write(work / "handout", stub_ids=source.by_id, handout=True)
+        staged = source.write(work / "handout", stub_ids=source.by_id, handout=True, hidden=False)
         problems = check_handout(source, staged)
-        files_of = {ex["id"]: sorted({t.split("::")[0] for t in ex["tests"]}) for ex in exercises}
-        all_files = sorted({f for fs in files_of.values() for f in fs})
-        ref = {"root": source.write(work / "ref"), "expr": " or ".join(ex["marker"] for ex in exercises),
-               "files": all_files, "first_fail": False}
-        run_all([ref], exercises, 1, timeout)
-        if "error" in ref:
-            problems.append(f"check 1: the reference run failed: {ref['error']}")
-        ref_tests = ref.get("tests", {})
-        keys = {t["key"] for t in ref_tests.values()}
-        for ex in exercises:
-            problems += [f"check 1: exercise {ex['id']!r} lists {t}, which pytest does not collect"
-                         for t in ex["tests"] if t not in keys]
-        problems += [f"check 1: {nid} ({', '.join(t['markers'])}) {t['outcome']} on the reference"
-                     for nid, t in ref_tests.items() if t["outcome"] != "passed"]
-        jobs = []
-        if not problems:  # (2) and (4) only mean something on a reference that passes
-            for k, ex in enumerate(exercises):
-                jobs.append({"kind": "stub", "id": ex["id"], "root": source.write(work / f"stub{k}", stub_ids=[ex["id"]]),
-                             "expr": ex["marker"], "files": files_of[ex["id"]], "first_fail": False})
-            for k, (ex_id, why, f, text) in enumerate(source.mutants):
-                jobs.append({"kind": "mutant", "id": ex_id, "why": why, "root": source.write(work / f"mut{k}", replace={f: text}),
-                             "expr": source.by_id[ex_id]["marker"], "files": files_of[ex_id], "first_fail": True})
-            run_all(jobs, exercises, n_jobs, timeout)
-        rows = {ex["id"]: {"tests": 0, "ref_s": 0.0, "stub_failed": 0, "caught": 0, "mutants": len(ex["mutant"])}
-                for ex in exercises}
-        for t in ref_tests.values():
-            for ex in exercises:
-                if ex["marker"] in t["markers"]:
-                    rows[ex["id"]]["tests"] += 1
-                    rows[ex["id"]]["ref_s"] += t["seconds"]
-        for job in jobs:
-            mine = {n: t for n, t in job.get("tests", {}).items() if source.by_id[job["id"]]["marker"] in t["markers"]}
-            failed = [n for n, t in mine.items() if t["outcome"] == "failed"]
-            if job["kind"] == "stub":
-                rows[job["id"]]["stub_failed"] = len(failed)
-                if "error" in job:
-                    problems.append(f"check 2: exercise {job['id']!r}: the stubbed run failed: {job['error']}")
-                problems += [f"check 2: exercise {job['id']!r}: {n} {t['outcome']} on the stub (it must fail)"
-                             for n, t in mine.items() if t["outcome"] != "failed"]
-                if not mine and "error" not in job:
-                    problems.append(f"check 2: exercise {job['id']!r}: no test ran on the stub")
-            else:
-                caught = bool(failed) or "timed out" in job.get("error", "")
-                rows[job["id"]]["caught"] += caught
-                if not caught:
-                    why = job.get("error") or f"all {len(mine)} tests pass"
-                    problems.append(f"check 4: exercise {job['id']!r}: mutant {job['why']!r} is not caught ({why})")
-        print(f"{'exercise':16} {'points':>6} {'tests':>5} {'ref s':>6} {'stub: fail':>10} {'mutants caught':>14}")
-        for ex in exercises:
-            r = rows[ex["id"]]
-            print(f"{ex['id']:16} {ex['points']:6d} {r['tests']:5d} {r['ref_s']:6.2f} "
-                  f"{r['stub_failed']:>5}/{r['tests']:<4} {r['caught']:>8}/{r['mutants']:<5}")
+        problems += check_tests(source, work, n_jobs, timeout, verbose)
         elapsed = time.monotonic() - t_start
-        if verbose:  # the slowest runs: where the build's time goes
-            for job in sorted([ref] + jobs, key=lambda j: -j.get("seconds", 0))[:10]:
-                print(f"  {job.get('seconds', 0):5.1f} s  {job.get('kind', 'reference')} {job.get('id', '')} {job.get('why', '')}")
         if problems:
             print("\n".join(problems))
             print(f"build FAILED ({len(problems)} problems, {elapsed:.1f} s): {out} not written")

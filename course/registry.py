@@ -1,9 +1,11 @@
 """The exercise registry (course/exercises.toml): load and check it, tag tests with its markers.
 
 Each exercise: id (the name in `# BEGIN SOLUTION <id>`), title, functions, marker (pytest), points,
-depends (ids), cpu_only, tests ("tests/<file>.py::<name>", every parametrisation of it) and, for
-teachers only, mutants (plausible wrong solutions: {why, file, old, new}). Markers are registered and
-applied by tests/conftest.py (minitorch's idea: `pytest -m ex_group_adv tests` runs one exercise).
+depends (ids), cpu_only, tests ("tests/<file>.py::<name>", every parametrisation of it: the public
+tests, shipped in the handout) and, for teachers only, hidden (tests under tests/hidden/, which only
+the grading bundle carries) and mutants (plausible wrong solutions: {why, file, old, new}). Markers
+are registered and applied by tests/conftest.py (minitorch's idea: `pytest -m ex_group_adv tests`
+runs one exercise).
 """
 import json
 import tomllib
@@ -13,6 +15,7 @@ DEFAULT = Path(__file__).resolve().parent / "exercises.toml"
 FIELDS = {"id": str, "title": str, "functions": list, "marker": str, "points": int, "depends": list,
           "cpu_only": bool, "tests": list}
 MUTANT_FIELDS = ("why", "file", "old", "new")
+HIDDEN_DIR = "tests/hidden/"  # hidden tests live here, apart from the public ones: the handout leaves it out
 
 
 class RegistryError(ValueError):
@@ -43,8 +46,12 @@ def load(path=DEFAULT) -> list[dict]:
             raise RegistryError(f"{where}: marker {ex['marker']!r} is not a Python identifier")
         seen.add(ex["id"])
         markers.add(ex["marker"])
-        if not ex["tests"] or any("::" not in t for t in ex["tests"]):
-            raise RegistryError(f"{where}: 'tests' must list 'tests/<file>.py::<name>' entries")
+        if not ex["tests"] or any("::" not in t or t.startswith(HIDDEN_DIR) for t in ex["tests"]):
+            raise RegistryError(f"{where}: 'tests' must list 'tests/<file>.py::<name>' entries outside {HIDDEN_DIR}")
+        hidden = ex.setdefault("hidden", [])
+        if not isinstance(hidden, list) or any(not isinstance(t, str) or "::" not in t or not t.startswith(HIDDEN_DIR)
+                                               for t in hidden):
+            raise RegistryError(f"{where}: 'hidden' must list '{HIDDEN_DIR}<file>.py::<name>' entries")
         for m in ex.setdefault("mutant", []):
             if any(not isinstance(m.get(k), str) for k in MUTANT_FIELDS):
                 raise RegistryError(f"{where}: a mutant needs string fields {', '.join(MUTANT_FIELDS)}")
@@ -64,13 +71,20 @@ def load(path=DEFAULT) -> list[dict]:
     return exercises
 
 
-def to_toml(exercises: list[dict], header: str = "") -> str:
-    """The registry as TOML WITHOUT the mutants (the handout's copy: the mutants quote solution lines).
+def files_of(ex: dict) -> list[str]:
+    """The files a student submits for an exercise: the modules of its functions ('grpo.loss_weights'
+    -> 'grpo.py')."""
+    return sorted({f.rsplit(".", 1)[0].replace(".", "/") + ".py" for f in ex["functions"]})
+
+
+def to_toml(exercises: list[dict], header: str = "", hidden: bool = False) -> str:
+    """The registry as TOML WITHOUT the mutants (they quote solution lines), and without the hidden
+    tests unless `hidden` (the handout's copy has none; the grading bundle's has them).
     JSON strings are valid TOML basic strings."""
     out = [header] if header else []
     for ex in exercises:
         out.append("[[exercise]]")
-        for key in FIELDS:
+        for key in [*FIELDS, *(["hidden"] if hidden else [])]:
             v = ex[key]
             if isinstance(v, bool):
                 out.append(f"{key} = {'true' if v else 'false'}")
@@ -85,9 +99,11 @@ def to_toml(exercises: list[dict], header: str = "") -> str:
 
 
 def test_key(item) -> str:
-    """'tests/test_x.py::test_name' of a collected pytest item (parametrisations share it)."""
-    p = Path(str(item.path))
-    return f"{p.parent.name}/{p.name}::{getattr(item, 'originalname', None) or item.name}"
+    """'tests/test_x.py::test_name' (or 'tests/hidden/...') of a collected pytest item, from the last
+    'tests' folder of its path on (parametrisations share it)."""
+    parts = Path(str(item.path)).parts
+    top = max((i for i, part in enumerate(parts) if part == "tests"), default=len(parts) - 2)
+    return f"{'/'.join(parts[top:])}::{getattr(item, 'originalname', None) or item.name}"
 
 
 def register_markers(config, exercises=None) -> None:
@@ -102,7 +118,7 @@ def mark_items(items, exercises=None) -> None:
 
     by_test = {}
     for ex in exercises if exercises is not None else load():
-        for t in ex["tests"]:
+        for t in ex["tests"] + ex.get("hidden", []):
             by_test.setdefault(t, []).append(ex["marker"])
     for item in items:
         for marker in by_test.get(test_key(item), []):

@@ -54,17 +54,64 @@ def tiny_model_folder(tmp_path_factory):
     return str(folder)
 
 
-def test_grpo_bench_quick_runs_our_rows(tiny_model_folder):
-    out = run("bench/grpo_bench.py", "--quick", "--systems", "ours,ours2role", "--model", tiny_model_folder)
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
-            if line.split() and line.split()[0] in ("ours", "ours2role")}
-    for system, tokens in [("ours", 8 * 8), ("ours2role", 2 * 4 * 8 + 2 * 8)]:  # 8 codes; 2 plans x 4 codes + 2 plans
-        median_s, span, rss, tokens_per_step, tok_s = rows[system]
-        assert float(tokens_per_step) == tokens  # --quick forces 8 new tokens per completion
-        assert float(median_s) > 0 and 0.1 < float(rss) < 4
-        assert float(tok_s) == pytest.approx(tokens / float(median_s), rel=0.05)  # from the rounded median
-    assert "code_generation" in out and "plan_generation" in out  # the phase tables of both rows
+def bench_tables(out: str) -> dict:
+    """{length setting: {system: [median s, min-max, peak RSS, tokens/step, tok/s, CPU s]}} from the printed tables."""
+    tables, current = {}, None
+    for line in out.splitlines():
+        words = line.split()
+        if line.startswith(("forced lengths", "natural lengths")):
+            current = tables.setdefault(words[0], {})
+        elif not words:
+            current = None  # a table ends at a blank line
+        elif current is not None and words[0] in ("ours", "ours2role", "before", "trl"):
+            current[words[0]] = words[1:]
+    return tables
+
+
+def test_grpo_bench_quick_runs_our_rows_on_equal_work(tiny_model_folder):
+    """--quick, forced and natural lengths, ours against this same tree as 'before': every completion has the
+    length the setting gives it (the token counts prove the equal work), the ratios are printed, the decode
+    line compares our loop and generate with the bandwidth limit."""
+    import grpo_bench
+
+    out = run("bench/grpo_bench.py", "--quick", "--systems", "ours,ours2role", "--before", str(ROOT),
+              "--model", tiny_model_folder)
+    tables = bench_tables(out)
+    natural = sum(grpo_bench.quick_lengths(grpo_bench.NATURAL, 8))
+    expect = {"forced": {"ours": 8 * 8, "before": 8 * 8, "ours2role": 2 * 4 * 8 + 2 * 8},  # 2 plans x 4 codes + 2 plans
+              "natural": {"ours": natural, "before": natural}}
+    assert natural < 8 * 8 and {k: set(v) for k, v in tables.items()} == {k: set(v) for k, v in expect.items()}
+    for setting, rows in expect.items():
+        for system, tokens in rows.items():
+            median_s, span, rss, tokens_per_step, tok_s, cpu_s = tables[setting][system]
+            assert float(tokens_per_step) == tokens
+            assert float(median_s) > 0 and float(cpu_s) > 0 and 0.1 < float(rss) < 4
+            assert float(tok_s) == pytest.approx(tokens / float(median_s), rel=0.05)  # from the rounded median
+    assert out.count("ours/before") == 2 and "NO RATIO" not in out and "dtype float32" in out
+    decode = [line for line in out.splitlines() if line.startswith("decode at batch 8")]
+    assert len(decode) == 1 and "bandwidth limit" in decode[0]
+    assert "code_generation" in out and "plan_generation" in out  # the phase tables of our rows
     assert "step wall time" in out
+
+
+def test_grpo_bench_refuses_a_ratio_of_unequal_work(capsys):
+    """The rule behind every ratio: tokens per step within 1 % and one dtype, or the reason and no ratio (main
+    then exits 1). Catches the earlier bench's ratio of 385 stop-ended tokens against TRL's forced 1,024, and
+    of bf16 against fp32."""
+    import grpo_bench
+
+    def row(tokens, dtype="float32"):
+        return {"step_s": [10.0], "tokens": [tokens], "peak_rss_gib": 2.0, "dtype": dtype, "phases": []}
+    a = type("A", (), {"code_tokens": 128, "quick": False})()
+    assert grpo_bench.print_table("forced", {"ours": [row(1024)], "trl": [row(1030)]}, a)[0] is None
+    assert "ours/trl" in capsys.readouterr().out
+    why, ratios = grpo_bench.print_table("forced", {"ours": [row(385)], "trl": [row(1024)]}, a)
+    assert why == "tokens per step differ by more than 1 %: ours 385, trl 1024" and ratios == {}
+    why, _ = grpo_bench.print_table("forced", {"ours": [row(1024, "bfloat16")], "trl": [row(1024)]}, a)
+    assert why == "the systems ran different dtypes: ours bfloat16, trl float32"
+    assert grpo_bench.equal_work({"ours": grpo_bench.summary([row(1024)]), "ours2role": grpo_bench.summary([row(80)])}) is None
+    out = capsys.readouterr().out
+    assert out.count("NO RATIO") == 2 and "ours/trl" not in out
 
 
 @pytest.mark.skipif(importlib.util.find_spec("trl") is not None, reason="trl is installed here")
@@ -85,3 +132,11 @@ def test_sandbox_bench_io_row():
         assert float(row[-2]) == pytest.approx(total / float(row[-3]), rel=0.1)  # executions/s from the (rounded) wall
     simple, ours = rows[2], rows[3]  # 50 tests per program: the fork per test must pay off
     assert float(ours[-1].rstrip("x")) == pytest.approx(float(ours[-2]) / float(simple[-2]), rel=0.02)
+    import re
+
+    import checkers
+    named = [line for line in out.splitlines() if line.startswith((*(f"{c} " for c in checkers.RULES), "checker program"))]
+    assert len(named) == len(checkers.RULES) + 1  # every rule, and a checker program of the problem's own
+    for line in named:  # equal work: every reference passes under every checker
+        passed, total = map(int, re.search(r"(\d+)/(\d+)", line).groups())
+        assert passed == total > 0, line

@@ -1,5 +1,6 @@
 """The command lines as a user runs them: bad input ends in one clear line; the embedded model trains 4-bit."""
 import json
+import os
 import subprocess
 import sys
 
@@ -7,6 +8,8 @@ import pytest
 import torch
 
 import models
+import sandbox
+import sandbox_check
 from conftest import ROOT
 
 
@@ -61,7 +64,7 @@ def test_four_bit_base_loads_as_nf4():
 
 
 def test_train_two_steps_all_four_roles_on_the_embedded_model(tmp_path):
-    """Issue 10: MapCoder's chain on the embedded model, shrunk (R=2 retrievals x G=1 plan x M=2 codes,
+    """MapCoder's chain on the embedded model, shrunk (R=2 retrievals x G=1 plan x M=2 codes,
     D=2 repairs per failing program), after one SFT step of each role with a target. Catches: the
     Debugger left out of SFT, a Retriever SFT on no data, a role missing from the tree or from the saved adapters,
     a step that counts repairs as programs (4 coder verdicts per problem), repairs of passing programs
@@ -99,6 +102,8 @@ def test_train_two_steps_embedded_4bit(tmp_path):
     assert all(sum(m["verdicts"].values()) == 4 and 0 <= m["reward"] <= 1 for m in lines)
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["quant"] == "4bit" and cfg["steps"] == 2
+    assert cfg["sandbox"]["mode"] in ("root", "user") and all(cfg["sandbox"]["guarantees"].values())
+    assert f"sandbox: {sandbox_check.describe(cfg['sandbox']['mode'])}: uid yes, pid yes, network yes" in p.stdout
     from peft import PeftModel
 
     base, _ = models.load_base(models.EMBEDDED, "cpu", "none")
@@ -135,7 +140,37 @@ def test_eval_on_a_tiny_file(tmp_path):
     row = rep["results"][str(probs)]["base direct"]
     assert (row["mode"], len(row["problems"]), sum(row["verdicts"].values())) == ("direct", 1, 1)
     assert row["pass@1"] == row["problems"][0]["passed"]  # n = 1: pass@1 is the pass fraction
+    assert rep["checkers"] == {str(probs): {}}  # function tests only: no output checker
     assert f"| base direct | direct | {100 * row['pass@1']:.1f} |" in p.stdout
+    assert rep["sandbox"]["mode"] in ("root", "user") and not rep["sandbox"]["unsafe"]
+    assert "unsafe" not in row["problems"][0]
+
+
+@pytest.mark.parametrize("script", ["train.py", "eval.py"])
+def test_no_namespaces_stops_at_start_in_one_line(script, tmp_path):
+    """Catches generated code run silently without isolation: where no namespace can be made
+    (forced), train.py and eval.py stop before loading a model, with one line and the ways out."""
+    env = {**os.environ, sandbox.NO_NAMESPACES: "1"}
+    p = subprocess.run([sys.executable, script, "--out", str(tmp_path / "x")], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert p.returncode == 1 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert p.stderr.startswith("error: sandbox: cannot isolate generated programs on this machine (namespaces "
+                               "switched off by CORE_CODE_SANDBOX_NO_NAMESPACES=1)")
+    assert "user.max_user_namespaces" in p.stderr and "--unsafe-sandbox" in p.stderr
+
+
+def test_unsafe_sandbox_runs_and_every_verdict_says_so(tmp_path):
+    probs = tmp_path / "p.jsonl"
+    probs.write_text(json.dumps(ADD) + "\n")
+    out = tmp_path / "e.json"
+    env = {**os.environ, sandbox.NO_NAMESPACES: "1"}
+    p = subprocess.run([sys.executable, "eval.py", "--dataset", str(probs), "--max-code-tokens", "16", "--out", str(out),
+                        "--unsafe-sandbox"], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rep = json.loads(out.read_text())
+    assert rep["sandbox"]["mode"] == ("uid" if os.geteuid() == 0 else "none") and rep["sandbox"]["unsafe"]
+    assert rep["results"][str(probs)]["base direct"]["problems"][0]["unsafe"] is True
+    assert "(--unsafe-sandbox: every verdict is marked unsafe)" in p.stdout
 
 
 def test_a_fresh_start_never_erases_a_run(tmp_path, capsys):

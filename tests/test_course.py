@@ -30,24 +30,27 @@ def built(tmp_path_factory):
 
 
 def test_real_tree_builds_and_every_check_passes(built):
-    """Every exercise: its tests pass on the reference, ALL fail on its stub, every mutant is caught.
-    Catches: an exercise whose test passes on the stub, a registry mutant that today's tests miss
-    (e.g. logsumexp(...).detach()), a test listed in the registry that does not exist."""
+    """Every exercise: its public and hidden tests pass on the reference, ALL fail on its stub, every
+    mutant is caught by the hidden tests. Catches: an exercise whose test passes on the stub, a
+    registry mutant that the hidden tests miss (e.g. logsumexp(...).detach()), a test listed in the
+    registry that does not exist, an exercise without hidden tests."""
     out, proc = built
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()}
     for ex in registry.load():
-        row = rows[ex["id"]]
-        n_tests = int(row[2])
-        assert n_tests >= 1 and row[4] == f"{n_tests}/{n_tests}", row  # stub: every test fails
-        assert row[5] == f"{len(ex['mutant'])}/{len(ex['mutant'])}" and ex["mutant"], row  # all caught
+        row = rows[ex["id"]]  # id points public hidden ref_s stub-fail caught
+        public, hidden = int(row[2]), int(row[3])
+        assert public >= len(ex["tests"]) and hidden >= len(ex["hidden"]) >= 1, row
+        assert row[5] == f"{public + hidden}/{public + hidden}", row  # stub: every test fails
+        assert row[6] == f"{len(ex['mutant'])}/{len(ex['mutant'])}" and ex["mutant"], row  # all caught
     assert proc.stdout.strip().splitlines()[-1].startswith(f"built {out}")
 
 
 def test_handout_has_stubs_and_no_solution(built):
     """Check (3) seen from outside: one stub per exercise at the marker's indentation, no marker line,
-    no teacher-only file, a registry without mutants. Catches: a stub at column 0 inside a function,
-    the mutant list (which quotes solution lines) shipped to students."""
+    no teacher-only file, no hidden test, a registry without mutants or hidden tests. Catches: a stub
+    at column 0 inside a function, the mutant list (which quotes solution lines) or the hidden tests
+    (the grade's other half) shipped to students."""
     out, proc = built
     assert proc.returncode == 0
     grpo = (out / "grpo.py").read_text()
@@ -59,9 +62,10 @@ def test_handout_has_stubs_and_no_solution(built):
     assert not [p for p in out.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".toml", "")
                 and marker.search(p.read_text(errors="ignore"))]
     assert not (out / "course" / "handout.py").exists() and not (out / "tests" / "test_course.py").exists()
+    assert not (out / "tests" / "hidden").exists() and (ROOT / "tests" / "hidden").is_dir()
     shipped = tomllib.loads((out / "course" / "exercises.toml").read_text())["exercise"]
     assert [e["id"] for e in shipped] == [e["id"] for e in registry.load()]
-    assert all("mutant" not in e for e in shipped)
+    assert all("mutant" not in e and "hidden" not in e for e in shipped)
     assert (out / "course" / "EXERCISES.md").exists() and (out / "course" / "grade.py").exists()
 
 
@@ -168,17 +172,25 @@ def test_a_marker_left_in_another_file_fails_check_3(tmp_path):
 
 
 def test_grade_gives_points_only_when_all_tests_pass(tmp_path):
-    """course/grade.py on a reference copy of ONE exercise and on its stub: 6/6 then 0/6, grades.json
-    valid JSON with the totals. Catches: partial points for a half-passing exercise, a grades file
-    left half-written (it is replaced atomically)."""
+    """course/grade.py's table format on ONE exercise (the reference's 6/6 is in tests/test_grading.py):
+    a stats.py whose pass_at_k is wrong (always 0.5) gets 0 of 6 with the first failing public test
+    named, though some of its tests pass (k > n still raises); the stub 0/6 'not attempted'; grades.json
+    valid JSON with the totals. Catches: partial points for a half-passing exercise, a grades file left
+    half-written (it is replaced atomically)."""
     out = tmp_path / "g.json"
-    proc = run(ROOT / "course" / "grade.py", ROOT, "--only", "pass_at_k", "--out", out)
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    text = (ROOT / "stats.py").read_text().replace("    return 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))",
+                                                   "    return 0.5")
+    (wrong / "stats.py").write_text(text)
+    proc = run(ROOT / "course" / "grade.py", wrong, "--only", "pass_at_k", "--out", out)
     assert proc.returncode == 0, proc.stderr
     g = json.loads(out.read_text())
-    assert (g["total"], g["max"]) == (6, 6) and g["exercises"][0]["passed"] == g["exercises"][0]["tests"] == 13
+    assert (g["total"], g["max"]) == (0, 6) and g["exercises"][0]["output"].startswith("failed: test_hand_values: "), g
+    assert 0 < g["exercises"][0]["passed"] < g["exercises"][0]["tests"] == 6
     stubbed = tmp_path / "stubbed"
-    src = handout.Source(ROOT)
-    src.write(stubbed, stub_ids=["pass_at_k"])
+    handout.Source(ROOT).write(stubbed, stub_ids=["pass_at_k"])
     proc = run(ROOT / "course" / "grade.py", stubbed, "--only", "pass_at_k", "--out", out)
     g = json.loads(out.read_text())
-    assert (g["total"], g["exercises"][0]["passed"]) == (0, 0) and "NotImplementedError" in g["exercises"][0]["note"]
+    assert (g["total"], g["exercises"][0]["passed"]) == (0, 0)
+    assert g["exercises"][0]["output"] == "not attempted: stats.py still holds the stub of exercise pass_at_k"

@@ -133,11 +133,14 @@ def test_io_and_function_records_become_problems(tmp_path):
 
 def test_sandbox_job_takes_the_problem_limits():
     """Catches: the problem's time limit ignored (or the caller's default ignored when there is
-    none), memory_mb=None passed to the sandbox (which would lift its default limit)."""
+    none), memory_mb=None passed to the sandbox (which would lift its default limit), the I/O
+    problem's checker (and its own checker program) not reaching the sandbox."""
     io = data.Problem("io/1", "p", "", (), io_tests=(("1\n", "1\n"),), time_limit_s=2.5, memory_mb=128)
     assert io.sandbox_job("print(input())", 4.0) == {
         "program": "print(input())", "tests": [], "io_tests": [("1\n", "1\n")], "setup": "",
-        "timeout_s": 2.5, "memory_mb": 128}
+        "timeout_s": 2.5, "memory_mb": 128, "checker": "strict"}
+    cf = data.Problem("cf/1", "p", "", (), io_tests=(("1\n", "1\n"),), checker="codeforces", checker_program="print(1)")
+    assert (cf.sandbox_job("", 4.0)["checker"], cf.sandbox_job("", 4.0)["checker_program"]) == ("codeforces", "print(1)")
     fn = data.Problem("fn/1", "p", "f", ("assert f() == 1",), setup="import math")
     assert fn.sandbox_job("def f(): return 1", 4.0) == {
         "program": "def f(): return 1", "tests": ["assert f() == 1"], "io_tests": [], "setup": "import math",
@@ -153,6 +156,8 @@ def test_sandbox_job_takes_the_problem_limits():
     ({"io_tests": [{"input": "1\n", "output": "1\n"}, {"input": 1, "output": "1"}]}, r"io_tests\[1\] must"),
     ({"io_tests": [{"input": "1\n"}]}, r"io_tests\[0\] must"),
     ({"time_limit_s": 0}, r"'time_limit_s' must be a positive number, got 0"),
+    ({"checker": "exact"}, r"'checker' must be one of strict, code_contests, livecodebench, apps, taco, codeforces, got 'exact'"),
+    ({"checker": ["apps"]}, r"'checker' must be one of strict, .*, got \['apps'\]"),
     ({"time_limit_s": -1.5}, r"'time_limit_s' must be a positive number"),
     ({"time_limit_s": "2"}, r"'time_limit_s' must be a positive number, got '2'"),
     ({"time_limit_s": True}, r"'time_limit_s' must be a positive number, got True"),

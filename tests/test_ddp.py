@@ -1,5 +1,6 @@
 """torchrun data parallel on CPU (gloo): 2 processes with 1 problem each train exactly as 1 process with
-both problems (tiny Qwen2, teacher-forced rollouts so the samples do not depend on the ranks' seeds)."""
+both problems (tiny Qwen2, teacher-forced rollouts so the samples do not depend on the ranks' seeds, padded
+to one fixed width so that no row's float math depends on the other rows of its batch)."""
 import json
 import os
 import subprocess
@@ -50,8 +51,13 @@ def test_two_ranks_equal_one_process_with_both_problems(tmp_path):
     moved = max(w1[k].abs().max().item() for k in w1 if "lora_B" in k)  # B starts at 0
     print(f"\n1 process vs 2 ranks, 2 steps: gradients max abs diff {gdiff:.3g} (largest |g| {gmax:.3g}); "
           f"LoRA weights max abs diff {diff:.3g} (largest |B| {moved:.3g})")
-    # float error only: the 1-process batch left-pads both prompts to one width (logits differ ~1e-6);
-    # AdamW's g / sqrt(v) then magnifies it on coordinates whose gradient is ~0
+    # float error only, from the order of the sums (one process adds 4 micro-batches, 2 ranks add 2 each, then
+    # the all-reduce): TINY_FORCED pads every row to one fixed width, so each row's tensors, log-probs and step-1
+    # gradient are bit-identical in both setups. Padding to the batch's widest row made this fail on an AMD EPYC
+    # (AVX-512, fp32) by 2.5e-3 of |g|: at step 1 the coder's 2 micro-batches cancel to 1/5000 of either (the
+    # same completions under the 2 plans, advantages +-0.9998 and -+0.9996), so the 1.6e-7 by which SDPA's
+    # backward there differs for completions padded to 12 vs 5 tokens (eager attention: 0) became 8e-4 of the
+    # step's gradient; AdamW's first step, g / (|g| + eps), made that weights 6e-4 apart, and step 2 diverged
     assert gdiff <= 1e-6 * gmax + 1e-8 and diff <= 1e-4 and moved > 1e-3
     assert [m["frac_zero_std_coder"] for m in one] == [0.5, 0.0] and [m["step"] for m in two] == [1, 2]
     for a, b in zip(one, two):

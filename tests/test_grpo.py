@@ -37,12 +37,13 @@ def test_group_advantages_hand_values():
 
 
 @pytest.mark.parametrize("value", [0.0, 1.0, 0.3, 1 / 3])
-def test_equal_rewards_give_exactly_zero(value):  # known bug 3: no NaN, no 1e-12 / 1e-4 noise
+def test_equal_rewards_give_exactly_zero(value):  # docs/algorithm.md#equal-rewards-give-nan-or-non-zero-advantages
+    """Catches: NaN, or 1e-12 / 1e-4 noise, as the advantages of a group whose rewards are all equal."""
     adv, zero = grpo.group_advantages(torch.full((2, 5), value), torch.ones(2, 5, dtype=torch.bool))
     assert torch.equal(adv, torch.zeros(2, 5)) and zero.tolist() == [True, True]
 
 
-def test_empty_sibling_does_not_shift_baseline():  # known bug 10
+def test_empty_sibling_does_not_shift_baseline():  # docs/algorithm.md#an-empty-sibling-shifts-the-group-baseline
     r = torch.tensor([[1.0, 0.0, 0.0]])
     adv, _ = grpo.group_advantages(r, torch.tensor([[True, True, False]]))
     # as if the group were [1, 0]: mean 0.5, std 0.5
@@ -68,7 +69,7 @@ def test_planner_and_coder_advantages():
     assert zero_pb.tolist() == [False]
 
 
-def test_loss_weights_and_microbatch_invariance():  # known bug 9
+def test_loss_weights_and_microbatch_invariance():  # docs/algorithm.md#excluded-samples-still-count-in-the-normaliser
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # row 3 excluded
     close = lambda got, want: torch.allclose(got, torch.tensor(want), atol=1e-7)  # noqa: E731
     assert close(grpo.loss_weights(mask, "token"), [[1 / 3, 1 / 3, 0], [1 / 3, 0, 0], [0, 0, 0]])
@@ -85,7 +86,7 @@ def test_loss_weights_and_microbatch_invariance():  # known bug 9
     assert full.item() == pytest.approx(0.0, abs=1e-7) and parts.item() == pytest.approx(full.item(), abs=1e-7)
 
 
-def test_grpo_loss_reinforce_gradient_and_zero_kl_at_start():  # known bug 6
+def test_grpo_loss_reinforce_gradient_and_zero_kl_at_start():  # docs/algorithm.md#kl-is-not-zero-before-the-first-update
     logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     w = torch.tensor([[0.5, 0.5]])
     loss, m = grpo.grpo_loss(logp, logp.detach(), logp.detach(), torch.tensor([2.0]), w, beta=0.04)
@@ -135,7 +136,7 @@ def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
     assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == [1.0, 1.0, 0.0, 1.0]
 
 
-def test_docstring_example_three_token_clipped_loss():  # issue 4, test 11 (grpo_loss docstring)
+def test_docstring_example_three_token_clipped_loss():  # the worked example of grpo_loss's docstring
     """rho = [0.5, 1, 1.5], w = 1/3, eps 0.2 / 0.28: L = -0.926667 (A = +1) and 1.1 (A = -1).
     Catches: clipping both sides with eps_low (A = +1 would give -(0.5 + 1 + 1.2) / 3 = -0.9),
     unclipped surrogate (-1.0 and 1.0), a per-sequence sum instead of token weights (x3)."""
@@ -150,7 +151,7 @@ def test_docstring_example_three_token_clipped_loss():  # issue 4, test 11 (grpo
     assert sym.item() == pytest.approx(-(0.5 + 1 + 1.2) / 3, rel=1e-6)  # epsilon_high defaults to epsilon
 
 
-def test_docstring_example_two_plans_two_codes():  # issue 4, test 11 (module docstring of grpo.py)
+def test_docstring_example_two_plans_two_codes():  # the worked example of grpo.py's module docstring
     """r = [[1, 0], [0, 0]]. Catches: a Coder baseline over the whole problem when 'plan' is asked
     (gives 1.73165 / -0.57722), a Planner credited with the sum (R^P = [1, 0] -> 0.9998 under
     'mean'), std with Bessel's correction (0.5/0.7072 = 0.70701), std added without EPS."""
@@ -175,7 +176,7 @@ def test_docstring_example_two_plans_two_codes():  # issue 4, test 11 (module do
         grpo.coder_advantages(r, ok, "plans")
 
 
-def test_empty_plan_or_code_does_not_change_the_others():  # known bug 10, issue 4 test 10
+def test_empty_plan_or_code_does_not_change_the_others():  # docs/algorithm.md#an-empty-sibling-shifts-the-group-baseline
     """Planner group [1, 0, <empty plan>] and a Coder group with an empty code must give the others the
     advantages of the group without it. Catches: an empty completion scored as reward 0 in the mean
     (plans would get 0.6667/-0.3333 -> different A)."""
@@ -289,7 +290,7 @@ def test_coder_advantages_docstring_example_alone():
 
 
 @pytest.mark.parametrize("value,k", [(0.9, 3), (0.1, 7)])
-def test_equal_rewards_with_rounding_give_exactly_zero(value, k):  # known bug 3
+def test_equal_rewards_with_rounding_give_exactly_zero(value, k):  # docs/algorithm.md#equal-rewards-give-nan-or-non-zero-advantages
     """k equal float32 rewards whose mean rounds away from them (3 x 0.9: r - mean = 6e-8; 7 x 0.1: -7e-9):
     the advantages must still be exactly 0. Catches: zero-variance groups detected by the std and not
     zeroed (6e-8 / (std + 1e-4) = 6e-4: a group without signal would train on rounding noise)."""
@@ -299,7 +300,7 @@ def test_equal_rewards_with_rounding_give_exactly_zero(value, k):  # known bug 3
     assert torch.equal(adv, torch.zeros(1, k)) and zero.tolist() == [True]
 
 
-# --- the rollout tree (issue 10): one credit rule for every level ---------------------------------
+# --- the rollout tree: one credit rule for every level ---------------------------------------------
 
 # node ids: 0 problem | 1, 2 retrievals | 3, 4 plans of r1, 5, 6 plans of r2 | 7..14 codes (2 per plan)
 THREE_LEVEL_PARENT = torch.tensor([-1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6])
@@ -348,7 +349,7 @@ def test_empty_plan_leaves_its_codes_in_the_retrievers_credit():
 
 def test_two_level_case_is_bitwise_the_dense_formulas():
     """coder_advantages / planner_advantages (now the two-level tree) against the dense formulas written out
-    here (an independent reference: the code of before issue 10), on 200 random [B, G, M] with empty plans
+    here (an independent reference: the dense two-level formulas, written out here), on 200 random [B, G, M] with empty plans
     and codes; torch.equal, not approx. Catches: any change of today's numbers, e.g. padding that enters a
     mean, a different summation order, groups reassembled in the wrong order."""
     def dense_group(r, v, scale):

@@ -1,4 +1,4 @@
-"""Our own stdin/stdout problem sets, data/io_train.jsonl and data/io_val.jsonl (issue 12).
+"""Our own stdin/stdout problem sets, data/io_train.jsonl and data/io_val.jsonl (docs/data.md).
 
 Records are read with plain json (task_id, prompt, io_tests [{input, output}],
 solution, plan, difficulty; optional time_limit_s, memory_mb, slow_solution), so these tests do

@@ -50,8 +50,8 @@ def test_code_contests_jsonl(tmp_path, capsys):
     assert a == data.Problem("code_contests/9_A. Double it", CC["description"], "", (),
                              solution="print(2 * int(input()))",
                              io_tests=(("1\n", "2\n"), ("5\n", "10\n"), ("-3\n", "-6\n"), ("0\n", "0\n")),
-                             time_limit_s=2.5, memory_mb=256)
-    assert (b.solution, b.time_limit_s, b.memory_mb, b.is_io) == (None, None, None, True)
+                             time_limit_s=2.5, memory_mb=256, checker="code_contests")
+    assert (b.solution, b.time_limit_s, b.memory_mb, b.is_io, b.checker) == (None, None, None, True, "code_contests")
     assert capsys.readouterr().err == f"code_contests:{path}: 2 problems; skipped 2 (1 file I/O, 1 no tests)\n"
 
 
@@ -94,7 +94,7 @@ def test_apps_stdin_call_based_and_solution_class(tmp_path, capsys):
     io_p, call_p, cls_p = data.load(f"apps:{path}")
     assert io_p == data.Problem("apps/17", APPS_IO["question"] + "\n", "", (),
                                 solution="print(sum(map(int, input().split())))",
-                                io_tests=(("1 2 3\n", "6\n"), ("4 5", "9")))
+                                io_tests=(("1 2 3\n", "6\n"), ("4 5", "9")), checker="apps")
     assert call_p.tests == ("assert largest([1, 5, 2]) == 5", "assert largest([-1, -7]) == -1",
                             "assert largest([[3], [1]]) == [3]")
     assert (call_p.entry_point, call_p.io_tests) == ("largest", ())
@@ -114,7 +114,7 @@ def test_taco_uses_the_apps_reader_with_record_numbers(tmp_path):
     taco.update({"name": "", "source": "codewars", "tags": "[]", "skill_types": "[]", "time_limit": None})
     path = _jsonl(tmp_path / "taco.jsonl", {k: v for k, v in APPS_IO.items() if k != "problem_id"}, taco)
     a, b = data.load(f"taco:{path}")
-    assert (a.task_id, a.is_io, b.task_id, b.entry_point) == ("taco/0", True, "taco/1", "largest")
+    assert (a.task_id, a.is_io, a.checker, b.task_id, b.entry_point) == ("taco/0", True, "taco", "taco/1", "largest")
 
 
 def test_record_of_the_wrong_shape_is_one_line(tmp_path):
@@ -164,7 +164,8 @@ def test_livecodebench_stdin_and_functional(tmp_path):
     path = _jsonl(tmp_path / "lcb.jsonl", LCB_STDIN, LCB_FN)
     io_p, fn_p = data.load(f"livecodebench:{path}")
     assert io_p == data.Problem("livecodebench/abc999_a", "Read a word s and print s twice.\n", "", (),
-                                io_tests=(("ab\n", "abab\n"), ("x\n", "xx\n"), ("q\n", "qq\n")))
+                                io_tests=(("ab\n", "abab\n"), ("x\n", "xx\n"), ("q\n", "qq\n")),
+                                checker="livecodebench")
     assert fn_p.tests == ("assert Solution().addAll([1, 2], 3) == 6", "assert Solution().addAll([], 0) == 0")
     assert fn_p.entry_point == "addAll" and fn_p.prompt.endswith("def addAll(self, nums: List[int], k: int) -> int:\n")
     solution = "from typing import List\nclass Solution:\n    def addAll(self, nums, k):\n        return sum(nums) + k\n"
@@ -207,22 +208,44 @@ CF = {"id": "2000A", "contest_id": "2000", "index": "A", "title": "Halve", "time
       "official_tests_complete": True, "input_mode": "stdio", "generated_checker": None, "executable": True}
 
 
-def test_codeforces_skips_what_output_comparison_cannot_judge(tmp_path, capsys):
-    """Catches: problems with a special checker, interactive or file-input problems kept (a
-    right program would score 0), no count printed, examples not used when the official tests
-    are missing, the input/output format left out of the prompt, the limits dropped."""
-    recs = [CF, {**CF, "id": "2000B", "generated_checker": "def check(i, o, a): ..."},
-            {**CF, "id": "2000C", "interaction_format": "Ask queries ? x."},
+# A checker as open-r1/codeforces' generated_checker is called (special_checker.py):
+# python3 checker.py INPUT CORRECT_OUTPUT SOLUTION_OUTPUT, printing 1 for a right answer.
+SPLIT_CHECKER = """import sys
+n = int(open(sys.argv[1]).read())
+try:
+    a, b = map(int, open(sys.argv[3]).read().split())
+except ValueError:
+    print(0)
+else:
+    print(1 if a > 0 and b > 0 and a + b == n else 0)
+"""
+CF_CHECKER = {**CF, "id": "2000G", "title": "Split", "description": "Print two positive integers with sum n.",
+              "examples": [{"input": "5\r\n", "output": "2 3\n"}], "official_tests": [
+                  {"input": "5\r\n", "output": "2 3\n"}, {"input": "2\r\n", "output": "1 1\n"}],
+              "generated_checker": SPLIT_CHECKER}
+
+
+def test_codeforces_skips_what_cannot_run_on_stdin(tmp_path, capsys):
+    """Catches: interactive or file-input problems kept (a right program would score 0), problems
+    with a checker of their own skipped or kept without it (their right answers are many), no
+    count printed, examples not used when the official tests are missing, the input/output format
+    left out of the prompt, the limits dropped, the \r of an input line kept (open-r1 removes it)."""
+    recs = [CF, CF_CHECKER, {**CF, "id": "2000C", "interaction_format": "Ask queries ? x."},
             {**CF, "id": "2000D", "input_mode": "file"}, {**CF, "id": "2000E", "official_tests": []},
-            {**CF, "id": "2000F", "generated_checker": "checker code"}]
+            {**CF, "id": "2000F", "generated_checker": "print(1)"}]
     path = _jsonl(tmp_path / "cf.jsonl", *recs)
-    a, e = data.load(f"codeforces:{path}")
+    a, g, e, f = data.load(f"codeforces:{path}")
     assert a == data.Problem("codeforces/2000A", "Halve\n\nPrint n // 2.\n\nInput\nOne integer n (1 <= n <= 100).\n\n"
                              "Output\nOne integer.\n\nExample input:\n5\n\nExample output:\n2\n\nNote\nRound down.\n",
-                             "", (), io_tests=(("5\n", "2\n"), ("100\n", "50\n")), time_limit_s=2.0, memory_mb=256)
-    assert (e.task_id, e.io_tests) == ("codeforces/2000E", (("5\n", "2\n"),))
-    assert capsys.readouterr().err == (f"codeforces:{path}: 2 problems; skipped 4 "
-                                       "(1 input_mode file, 1 interactive, 2 special checker)\n")
+                             "", (), io_tests=(("5\n", "2\n"), ("100\n", "50\n")), time_limit_s=2.0, memory_mb=256,
+                             checker="codeforces")
+    assert (g.io_tests, g.checker, g.checker_program) == ((("5\n", "2 3\n"), ("2\n", "1 1\n")), "codeforces", SPLIT_CHECKER)
+    assert (e.task_id, e.io_tests, e.checker_program) == ("codeforces/2000E", (("5\n", "2\n"),), None)
+    assert (f.task_id, f.checker_program) == ("codeforces/2000F", "print(1)")
+    assert capsys.readouterr().err == f"codeforces:{path}: 4 problems; skipped 2 (1 input_mode file, 1 interactive)\n"
+    bad = _jsonl(tmp_path / "bad.jsonl", {**CF, "generated_checker": ["not", "code"]})
+    with pytest.raises(data.DataError, match=r"bad\.jsonl:1: generated_checker must be a string"):
+        data.load(f"codeforces:{bad}")
 
 
 def test_hub_ids_go_to_datasets_with_split(monkeypatch):

@@ -1,4 +1,4 @@
-"""Rollout + loss on a tiny random Qwen2 (seconds): the known GRPO bugs of ../shared/design.md on a real
+"""Rollout + loss on a tiny random Qwen2 (seconds): the known GRPO bugs (docs/algorithm.md) on a real
 model, and full steps of train.grpo_step with the sandbox replaced by fixed pass rates."""
 import json
 
@@ -15,7 +15,7 @@ CHATS = [[{"role": "user", "content": "Write a function that adds two numbers."}
          [{"role": "user", "content": "Hi"}]]  # different lengths: row 2 is left-padded
 
 
-def test_left_padding_does_not_change_logprobs(tiny_policy, tokenizer):  # known bug 1
+def test_left_padding_does_not_change_logprobs(tiny_policy, tokenizer):  # docs/algorithm.md#left-padding-changes-the-log-probs
     """Catches: no attention mask passed to the forward (the pads would be attended to), or
     position ids counted from the padded start."""
     r = rollout.from_texts(tokenizer, CHATS, ["def add(a, b): return a + b", "Hello there"])
@@ -26,7 +26,7 @@ def test_left_padding_does_not_change_logprobs(tiny_policy, tokenizer):  # known
     assert torch.allclose(both[1, :T] * alone.mask[0], rollout.logprobs(tiny_policy, alone)[0] * alone.mask[0], atol=1e-5)
 
 
-def test_sft_rollout_mask_keeps_final_eos(tiny_policy, tokenizer):  # known bug 2 (pad == eos)
+def test_sft_rollout_mask_keeps_final_eos(tiny_policy, tokenizer):  # docs/algorithm.md#pad-equals-eos-drops-the-final-eos
     """Catches: mask = (tokens != pad_id), which drops the completion's own final EOS here."""
     assert tokenizer.pad_token_id == tokenizer.eos_token_id
     r = rollout.from_texts(tokenizer, CHATS, ["a b c", "a"])
@@ -35,7 +35,7 @@ def test_sft_rollout_mask_keeps_final_eos(tiny_policy, tokenizer):  # known bug 
     assert r.seqs[1, r.prompt_len + n[1]].item() == tokenizer.eos_token_id
 
 
-def test_sampler_and_trainer_logprobs_agree(tiny_policy, tokenizer):  # known bug 4
+def test_sampler_and_trainer_logprobs_agree(tiny_policy, tokenizer):  # docs/algorithm.md#sampler-and-trainer-log-probs-disagree
     """Catches: logits shifted by one the wrong way, a temperature divided in twice, dropout on."""
     torch.manual_seed(1)
     enc = rollout.encode_prompts(tokenizer, CHATS, "cpu")
@@ -49,7 +49,7 @@ def test_sampler_and_trainer_logprobs_agree(tiny_policy, tokenizer):  # known bu
     assert torch.allclose(sampler * r.mask, trainer * r.mask, atol=1e-4)
 
 
-def test_reference_is_base_and_kl_zero_before_update(tiny_policy, tokenizer):  # known bug 6
+def test_reference_is_base_and_kl_zero_before_update(tiny_policy, tokenizer):  # docs/algorithm.md#kl-is-not-zero-before-the-first-update
     """Catches: a reference that still runs an adapter, or a fresh adapter that is not the base."""
     r = rollout.from_texts(tokenizer, CHATS, ["x = 1", "y"])
     tiny_policy.set_adapter("coder")
@@ -163,18 +163,18 @@ def test_init_copies_a_runs_adapters(tiny_policy, tokenizer, tmp_path):
         models.init_role_adapters(fresh, tmp_path / "nothing", ["planner"])
 
 
-def test_non_finite_logits_in_one_sample_skip_the_step(tiny_policy, tokenizer, monkeypatch):  # known bug 5
+def test_non_finite_logits_in_one_sample_skip_the_step(tiny_policy, tokenizer, monkeypatch):  # docs/algorithm.md#non-finite-values-reach-the-optimizer
     """One row's log-probs are NaN: the step must be skipped and no weight may move. Catches: a
     nan_to_num / masked sum that hides the NaN, or an optimizer step taken after a NaN gradient."""
     problems = data.load("train")[:1]
     args = train.get_args(["--num-plans", "2", "--codes-per-plan", "2", "--max-plan-tokens", "6", "--max-code-tokens", "6"])
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0]))
-    real = rollout.logprobs
+    real = rollout.shared_prompt_logprobs  # what the update pass calls
 
     def one_bad_row(*a, **k):
         lp = real(*a, **k)
         return torch.cat([lp[:1] * float("nan"), lp[1:]])
-    monkeypatch.setattr(rollout, "logprobs", one_bad_row)
+    monkeypatch.setattr(rollout, "shared_prompt_logprobs", one_bad_row)
     before = lora_state(tiny_policy)
     opt = torch.optim.AdamW([p for n, p in tiny_policy.named_parameters() if "lora_" in n], lr=1e-2)
     m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
@@ -189,8 +189,8 @@ def test_three_non_finite_steps_stop_with_a_checkpoint(tokenizer, monkeypatch, t
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0]))
-    real = rollout.logprobs
-    monkeypatch.setattr(rollout, "logprobs", lambda *a, **k: real(*a, **k) * float("nan"))
+    real = rollout.shared_prompt_logprobs
+    monkeypatch.setattr(rollout, "shared_prompt_logprobs", lambda *a, **k: real(*a, **k) * float("nan"))
     with pytest.raises(train.TrainingError, match="steps 1-3 all had a non-finite"):
         train.main(["--grpo-steps", "10", "--sft-steps", "0", "--problems-per-step", "1", "--num-plans", "2", "--codes-per-plan", "2",
                     "--max-plan-tokens", "4", "--max-code-tokens", "4", "--lora-r", "4", "--out", str(tmp_path)])
@@ -221,7 +221,8 @@ def test_a_sandbox_that_judges_nothing_stops_the_run_at_a_checkpoint(tokenizer, 
     assert checkpoint.latest(tmp_path).name == "step-000002"
 
 
-def test_kl_zero_before_update_then_positive_for_the_trained_role_only(tiny_policy, tokenizer, monkeypatch):  # bug 6
+def test_kl_zero_before_update_then_positive_for_the_trained_role_only(tiny_policy, tokenizer, monkeypatch):
+    # docs/algorithm.md#kl-is-not-zero-before-the-first-update
     """Fresh adapters (B = 0) + beta > 0: the step's KL is exactly 0; after it only the Coder (the one
     role with signal) moved away from the reference. Catches: a reference that is a copy taken after
     the update, a KL measured against the old policy, an update leaking into the other adapter."""
@@ -246,7 +247,7 @@ def test_kl_zero_before_update_then_positive_for_the_trained_role_only(tiny_poli
     assert kl["planner"] == 0.0 and kl["coder"] > 0
 
 
-def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, tokenizer):  # known bug 3
+def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, tokenizer):  # docs/algorithm.md#equal-rewards-give-nan-or-non-zero-advantages
     """Rewards [1, 0, 0, 0] -> non-zero LoRA gradient; [1, 1, 1, 1] -> no forward at all (beta = 0)
     and exactly zero loss. Catches: NaN from std = 0, or a tiny non-zero advantage from (r - mean)
     rounding that trains on noise."""
@@ -272,7 +273,7 @@ def coder_grads(policy, r, adv, args):
 
 
 @pytest.mark.parametrize("loss_type", ["token", "grpo"])
-def test_micro_batches_and_masked_samples(tiny_policy, tokenizer, loss_type):  # known bug 9
+def test_micro_batches_and_masked_samples(tiny_policy, tokenizer, loss_type):  # docs/algorithm.md#excluded-samples-still-count-in-the-normaliser
     """(a) 1 batch of 8 and 4 micro-batches of 2 give the same gradients (atol 1e-6); (b) the loss with
     one sample masked as truncated (--mask-truncated) equals the loss with that sample removed.
     Catches: a per-micro-batch normaliser (loss scale changes with --micro-batch), a truncated
@@ -294,7 +295,7 @@ def test_micro_batches_and_masked_samples(tiny_policy, tokenizer, loss_type):  #
     assert masked == pytest.approx(removed, abs=1e-5) and masked != pytest.approx(full_loss, abs=1e-3)
 
 
-def test_memory_rss_flat_over_30_steps(tiny_policy, tokenizer, monkeypatch):  # known bug 7
+def test_memory_rss_flat_over_30_steps(tiny_policy, tokenizer, monkeypatch):  # docs/algorithm.md#memory-grows-step-after-step
     """RSS after step 5 and after step 30 within 5%. Catches: metrics kept as tensors (each holds its
     graph), a list of losses with grad, rollouts appended to a history."""
     import gc
@@ -312,7 +313,8 @@ def test_memory_rss_flat_over_30_steps(tiny_policy, tokenizer, monkeypatch):  # 
     assert abs(rss[30] - rss[5]) < 0.05 * rss[5], rss
 
 
-def test_generation_under_gradient_checkpointing_uses_kv_cache(tiny_policy, tokenizer):  # known bug 8
+def test_generation_under_gradient_checkpointing_uses_kv_cache(tiny_policy, tokenizer):
+    # docs/algorithm.md#generation-runs-without-the-kv-cache
     """Gradient checkpointing on and the model in train mode (as during the update): every decode
     forward after the prompt must see ONE new token. Catches: HF silently turning use_cache off
     under checkpointing in train mode (each forward would then re-read the whole sequence)."""
@@ -329,17 +331,21 @@ def test_generation_under_gradient_checkpointing_uses_kv_cache(tiny_policy, toke
     assert len(widths) >= 2 and tiny_policy.training  # sampling restores train mode
 
 
-def test_sample_uses_kv_cache(tiny_policy, tokenizer, monkeypatch):  # known bug 8
-    seen = {}
-    real = tiny_policy.generate
+def test_sample_uses_kv_cache(tiny_policy, tokenizer, monkeypatch):  # docs/algorithm.md#generation-runs-without-the-kv-cache
+    """Every forward of the sampler gets the KV cache: the prefill sees the 2 distinct prompts once (not
+    2 x 3 copies), each later forward one new token per running row. Catches: use_cache off, the cache
+    not passed (each step would re-read the whole sequence), prompts prefilled n times."""
+    seen = []
+    real = tiny_policy.forward
 
     def spy(*a, **k):
-        seen.update(k)
+        seen.append((tuple(k["input_ids"].shape), k.get("use_cache"), k.get("cache") is not None))
         return real(*a, **k)
-    monkeypatch.setattr(tiny_policy, "generate", spy)
-    r = rollout.sample(tiny_policy, tokenizer, CHATS, 2, 5)
-    assert seen["use_cache"] is True
-    assert r.seqs.shape[0] == 4 and r.mask.shape[1] == r.seqs.shape[1] - r.prompt_len
+    monkeypatch.setattr(tiny_policy, "forward", spy)
+    r = rollout.sample(tiny_policy, tokenizer, CHATS, 3, 5)
+    assert seen[0] == ((2, r.prompt_len), True, True)
+    assert all(w == 1 and 1 <= b <= 6 and use and cache for (b, w), use, cache in seen[1:]) and len(seen) >= 2
+    assert r.seqs.shape[0] == 6 and r.mask.shape[1] == r.seqs.shape[1] - r.prompt_len and r.n == 3
 
 
 def test_stopped_rows_end_in_eos_when_pad_differs(tiny_policy, tokenizer):  # Qwen: pad != eos

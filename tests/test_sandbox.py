@@ -194,3 +194,19 @@ def test_a_converted_check_and_the_judge_process_agree(program, verdict):
     judged = run(program, ["check(f)"], setup="def check(candidate):\n" + lines + "    if True:\n        pass\n")
     assert (value.verdict, judged.verdict) == (verdict, verdict), (value.detail, judged.detail)
     assert value.passed == judged.passed == (verdict == "passed")
+
+
+CHILD_WORK = ("import os, time\ndef f(seconds):\n    r, w = os.pipe()\n    if os.fork() == 0:\n"
+              "        start = time.process_time()\n        while time.process_time() - start < seconds:\n            pass\n"
+              "        os.write(w, b'done')\n        os._exit(0)\n    os.close(w)\n    return os.read(r, 4).decode()\n")
+
+
+@pytest.mark.skipif(not sandbox.isolation().isolated, reason="needs the run's own pid namespace")
+def test_work_done_in_a_child_process_counts_as_the_tests():
+    """Catches per-test CPU read from the test's own process only: a program that hands its work to
+    a child it never waits for read ~0 ms (the efficiency reward's best) and escaped the CPU limit."""
+    r = sandbox.run_program(CHILD_WORK, ["assert f(0.3) == 'done'"], timeout_s=2.0)
+    assert r.tests == ("passed",) and r.test_cpu_s[0] >= 0.25, (r.test_cpu_s, r.detail)  # clock ticks: 10 ms
+    r = sandbox.run_program(CHILD_WORK, ["assert f(1.2) == 'done'", "assert f(0.0) == 'done'"], timeout_s=1.0)
+    assert r.tests == ("timeout", "passed") and r.test_cpu_s[0] >= 1.0, (r.tests, r.test_cpu_s)
+    assert r.detail == "test 1: over 1.0 CPU s with the processes it started"

@@ -176,7 +176,7 @@ def test_the_snoop_finds_what_it_can_reach():
     assert sandbox.run_program(program, ["assert f(1) == 987654321"], timeout_s=2.0).tests == ("passed",)
 
 
-# -- the red team's findings (H1, H2, H5): each forgery below passed, or raised, before its fix --
+# -- the red team's findings (docs/sandbox.md#the-red-teams-findings): each forgery below passed, or raised, before its fix
 
 FIND = '''
 import gc, sys
@@ -200,7 +200,8 @@ ADD_CHECK = "def check(candidate):\n    for i in range(5):\n        assert candi
     (["import math\nassert math.isclose(add(1, 2), 3)"], ""),
 ])
 def test_load_failed_cannot_claim_passed(tests, setup):
-    """Catches H1: judge accepting ("load_failed", "passed", "") from the program's token, which
+    """docs/sandbox.md#h1-forged-load-report.
+    Catches: judge accepting ("load_failed", "passed", "") from the program's token, which
     passed every test of a wrong program. Any non-failure claim is an error."""
     program = FIND + '_report()("load_failed", "passed", "")\ndef add(a, b):\n    return a - b\n'
     r = sandbox.run_program(program, tests, setup=setup, timeout_s=1.0)
@@ -234,7 +235,8 @@ def add(a, b):
     (["import math\nassert math.isclose(add(1, 2), 3)"], ""),
 ])
 def test_a_relayed_verdict_is_never_a_pass(program, tests, setup):
-    """Catches H2: the judge's stub raising Verdict(*payload) as the program's process sent it, so
+    """docs/sandbox.md#h2-relayed-verdict.
+    Catches: the judge's stub raising Verdict(*payload) as the program's process sent it, so
     that the runner's own Verdict("passed", ...) raised by the program, or a forged "verdict"
     answer frame, passed statement tests. The judge maps it to error."""
     r = sandbox.run_program(program, tests, setup=setup, timeout_s=1.0)
@@ -249,7 +251,8 @@ def test_a_relayed_verdict_is_never_a_pass(program, tests, setup):
     'r = _report(); r("test", True, "failed", "", 0, 0, 0); r("value", -1, 3, 0, 0, 0); r(5, 1)',
 ])
 def test_malformed_reports_never_raise(body):
-    """Catches H5: run_program raising OverflowError / ValueError / TypeError on forged report
+    """docs/sandbox.md#h5-malformed-report-fields.
+    Catches: run_program raising OverflowError / ValueError / TypeError on forged report
     fields (a 10**400 peak, timing "x" or []). A malformed field is dropped; the test is judged
     by what stands (here: the honest value 1, not 2 -> failed, or the forged "failed")."""
     program = FIND + body + "\ndef f(x):\n    return x\n"
@@ -279,7 +282,8 @@ def f(x):
     'MESSAGE = marshal.dumps(("value", 0, compile("1", "", "eval"), 0.0, 0.0, 0.0))',
 ], ids=["hash-collisions", "tuple-dag", "code-object"])
 def test_a_costly_report_is_refused_before_it_is_built(make):
-    """Catches H4: marshal.loads of the child's report in the parent's read loop (no deadline,
+    """docs/sandbox.md#h4-costly-report-decoding.
+    Catches: marshal.loads of the child's report in the parent's read loop (no deadline,
     the GIL held): a colliding set or a reference DAG froze the parent for seconds to forever.
     judge.loads_plain refuses them; the honest value report that follows is judged (1 != 2)."""
     r = sandbox.run_program(SEND_RAW.replace("fd = next", make + "\nfd = next", 1), ["assert f(1) == 2"], timeout_s=1.0)

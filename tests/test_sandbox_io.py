@@ -16,7 +16,7 @@ def io(program, tests, **kwargs):
     return sandbox.run_program(program, io_tests=tests, **kwargs)
 
 
-# -- the checker (judge.outputs_match): CodeContests' tokens, 1e-6 absolute-or-relative ----------
+# -- the strict checker (judge.outputs_match = checkers.strict): tokens, 1e-6 absolute-or-relative
 
 @pytest.mark.parametrize("output, expected, match", [
     (b"3\n", b"3", True),  # a missing final newline does not matter
@@ -24,15 +24,15 @@ def io(program, tests, **kwargs):
     (b"1\n2\n", b"1 2\n", True),  # line structure is dropped (CodeContests)
     (b"0.30000000000000004\n", b"0.3\n", True),
     (b"1e-7", b"0.0", True),  # absolute error 1e-7 <= 1e-6
-    (b"0.00001", b"0.0", False),  # absolute 1e-5 > 1e-6 (CodeContests' 1e-5 would accept it)
+    (b"0.00001", b"0.0", False),  # absolute 1e-5 > 1e-6 (CodeContests rejects it too: < 1e-5 is strict)
     (b"1000000.5", b"1000000.0", True),  # relative 5e-7
-    (b"1e-7", b"0", False), (b"1000000.5", b"1000000", False),  # an integer expected: exact (H7)
+    (b"1e-7", b"0", False), (b"1000000.5", b"1000000", False),  # an integer expected: exact
     (b"1e17", b"100000000000000001", False), (b"123456850.0", b"123456789", False),
     (b"1e2", b"100", False), (b"100", b"1e2", True), (b"-007", b"-7", True), (b"-0", b"+000", True),
     (b"3", b"3.0", True),  # the tolerance when the expected token has a '.' or an exponent
     (b"1000002", b"1000001", False),  # integers are exact
     (b"100000000000000001", b"100000000000000000", False),  # no float rounding for integers
-    (b"3.0", b"3", False),  # an integer expected wants an integer (H7; it was True)
+    (b"3.0", b"3", False),  # an integer expected wants an integer (it was True)
     (b"YES", b"yes", False),  # case matters
     (b"nan", b"nan", True), (b"nan", b"inf", False),  # words
     (b"1 2", b"1 2 3", False), (b"", b"0", False), (b"", b"", True),
@@ -45,7 +45,8 @@ def test_outputs_match(output, expected, match):
 
 
 def test_integers_past_int_max_str_digits():
-    """Catches H7's second half: int() on a 5000-digit token (ValueError past 4300 digits) dropping
+    """docs/sandbox.md#h7-integers-with-a-float-tolerance, second half.
+    Catches: int() on a 5000-digit token (ValueError past 4300 digits) dropping
     the report. The run gets its verdict: passed for the same number, failed for one more."""
     number = "9" * 5000
     assert judge.outputs_match(number.encode(), b"+0" + number.encode()) is True

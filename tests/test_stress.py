@@ -1,4 +1,4 @@
-"""Stress tests (issue 14): problems whose big test makes a naive solution at least 5x slower.
+"""Stress tests (docs/data.md#stress-tests): problems whose big test makes a naive solution at least 5x slower.
 
 A problem with a `slow_solution` carries one or more stress tests: for a function problem an
 `assert f(BIG_EXPR) == LITERAL` whose input is built by the expression, for an I/O problem an

@@ -284,7 +284,7 @@ def test_evaluation_tree_runs_only_the_visible_tests():
     assert seen == [1, 1, 1] and direct.final_programs()[0][0].endswith("# r=0\n")
 
 
-# --- train.py and eval.py on the tree (step 2 of issue 10) ----------------------------------------
+# --- train.py and eval.py on the tree ----------------------------------------------------------------
 
 def test_train_and_eval_flags_take_the_chains():
     """Catches: --roles still limited to two chains, a chain out of order accepted, the Retriever's extra
@@ -295,7 +295,7 @@ def test_train_and_eval_flags_take_the_chains():
     for chain in roles.CHAINS:
         assert train.get_args(["--roles", chain]).roles == chain.split(",")
     sizes = lambda *flags: (lambda a: (a.num_plans, a.codes_per_plan))(train.get_args(list(flags)))  # noqa: E731
-    assert sizes() == (2, 4) and sizes("--roles", "coder") == (2, 4)  # 8 codes per problem (README, "Group sizes")
+    assert sizes() == (2, 4) and sizes("--roles", "coder") == (2, 4)  # 8 codes per problem (docs/experiments.md, "Group sizes")
     assert sizes("--roles", "retriever,planner,coder") == (2, 2)  # R * G * M = 2 * 2 * 2: still 8 codes
     assert sizes("--roles", "retriever,planner,coder", "--retrieval", "corpus") == (2, 4)  # no R level
     assert sizes("--roles", "retriever,planner,coder", "--codes-per-plan", "3") == (2, 3)

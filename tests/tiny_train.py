@@ -4,7 +4,8 @@ one torchrun rank) on the tiny random Qwen2 of conftest, with the sandbox replac
 Environment: TINY_PATTERN  comma list of pass rates, repeated over each call's programs (default 1,0)
              TINY_ZERO=ID  every program of problem ID gets pass rate 0 (a group with no signal)
              TINY_FORCED=1 rollouts are teacher-forced texts chosen by the prompt (no sampling), so
-                           the samples do not depend on the RNG (the torchrun equivalence test)
+                           the samples do not depend on the RNG (the torchrun equivalence test),
+                           padded to one fixed width, so they do not depend on the batch either
              TINY_DUMP=F   after the run, torch.save this rank's LoRA weights and the gradient of every
                            optimizer step to F ({rank} in F: the rank)
 """
@@ -40,11 +41,21 @@ sandbox.run_many = run_many
 if os.environ.get("TINY_FORCED"):
     WORDS = ["def f(x): return x", "x = 1", "return a + b", "print(1)", "pass", "y = [i for i in range(3)]"]
 
+    PROMPT_WIDTH, COMPLETION_WIDTH = 256, 16  # > every train prompt (185 tokens) and WORDS (11 + EOS)
+
     def forced(policy, tok_, chats, n, *a, **k):
-        """n fixed completions per chat, picked by the chat's text (the same in any batch)."""
+        """n fixed completions per chat, picked by the chat's text (the same in any batch), every row
+        padded to PROMPT_WIDTH + COMPLETION_WIDTH: a row's tensors, and so its float math, do not depend
+        on which other prompts share its batch (from_texts pads to the batch's longest prompt and completion)."""
         texts = [WORDS[(len(c[-1]["content"]) + j) % len(WORDS)] for c in chats for j in range(n)]
-        return rollout.from_texts(tok_, [c for c in chats for _ in range(n)], texts,
-                                  next(policy.parameters()).device)
+        r = rollout.from_texts(tok_, [c for c in chats for _ in range(n)], texts, next(policy.parameters()).device)
+        (N, T), P = r.mask.shape, r.prompt_len
+        if P > PROMPT_WIDTH or T > COMPLETION_WIDTH:
+            raise SystemExit(f"tiny_train: a {P}-token prompt or {T}-token completion exceeds the fixed width")
+        seqs = torch.cat([r.seqs.new_full((N, PROMPT_WIDTH - P), tok_.pad_token_id), r.seqs,
+                          r.seqs.new_full((N, COMPLETION_WIDTH - T), tok_.eos_token_id)], dim=1)
+        attn = torch.cat([r.attn.new_zeros((N, PROMPT_WIDTH - P)), r.attn[:, :P]], dim=1)  # [N, PROMPT_WIDTH]
+        return rollout._finish(tok_, seqs, attn, PROMPT_WIDTH)  # the same mask / texts as r
     rollout.sample = forced
 
 grads = []  # the gradient each optimizer step applies (after the all-reduce), for TINY_DUMP

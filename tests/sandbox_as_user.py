@@ -1,0 +1,120 @@
+"""Run hostile programs through the sandbox as whoever runs this script, and check the host after each.
+
+tests/test_sandbox_rootless.py copies the sandbox's files into a folder of an unprivileged uid's and
+runs this script there as that uid, with the system's python3 (standard library only). Input: a JSON
+file (argv[1]) {"cases": [[name, program, tests, kwargs], ...], "home": ..., "watch": [folders],
+"port": listener port or 0, "unix": a unix socket path to listen on or "", "keyring": a secret to put in
+a session keyring of this script's own or "", "unsafe": bool}; output on stdout: one JSON list, per case
+{name, verdict, tests, passed, detail, unsafe, changes, left, connections}:
+    changes      the host files created, changed or removed under `watch` (the home, the sandbox's
+                 own files, /tmp, /var/tmp, /dev/shm) while the case ran
+    left         processes of this uid alive after the verdict, other than this script
+    connections  connections that reached the listeners this script holds (127.0.0.1, the unix socket)
+    keys         what changed in this script's session keyring (a key added, the secret gone)
+"""
+import hashlib
+import json
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sandbox  # noqa: E402  (the copy beside this script)
+
+
+def snapshot(folders):
+    """{path: (size, mtime, sha256)} of this uid's files and folders under the folders (what a program
+    running as this uid could create, change or remove; other users' files in /tmp are not its doing)."""
+    seen = {}
+    for top in folders:
+        for root, dirs, files in os.walk(top, onerror=lambda e: None):
+            for name in dirs + files:
+                path = os.path.join(root, name)
+                try:
+                    st = os.lstat(path)
+                    if st.st_uid != os.getuid():
+                        continue
+                    digest = None
+                    if os.path.isfile(path) and not os.path.islink(path):
+                        with open(path, "rb") as f:
+                            digest = hashlib.sha256(f.read()).hexdigest()
+                    seen[path] = (st.st_size, st.st_mtime_ns, digest)
+                except OSError:
+                    continue
+    return seen
+
+
+def my_processes():
+    """Pids of this uid's processes (zombies included), this script and its parent left out."""
+    mine = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration):
+            continue
+        if uid == os.getuid() and int(pid) not in (os.getpid(), os.getppid()):
+            mine.append(int(pid))
+    return mine
+
+
+def keyctl(*args, call="keyctl"):
+    """keyctl(2) or add_key(2) through the C library's syscall(); x86_64's and aarch64's numbers."""
+    import ctypes
+    number = {"keyctl": {"x86_64": 250, "aarch64": 219}, "add_key": {"x86_64": 248, "aarch64": 217}}[call]
+    return ctypes.CDLL(None).syscall(number[os.uname().machine], *args)
+
+
+def keyring_state():
+    """(the secret still there, a key 'left-by-run' there) in the session keyring (-3)."""
+    search = lambda name: keyctl(10, -3, b"user", name, 0) > 0  # noqa: E731  (KEYCTL_SEARCH)
+    return search(b"core-sandbox-secret"), search(b"left-by-run")
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        job = json.load(f)
+    if job.get("unsafe") and hasattr(sandbox, "allow_unsafe"):  # (an older sandbox had no such switch)
+        sandbox.allow_unsafe()
+    server = None
+    if job.get("port"):
+        server = socket.socket()
+        server.bind(("127.0.0.1", job["port"]))
+        server.listen()
+        server.setblocking(False)
+    listeners = [server] if server else []
+    if job.get("unix"):
+        unix = socket.socket(socket.AF_UNIX)
+        unix.bind(job["unix"])
+        os.chmod(job["unix"], 0o777)
+        unix.listen()
+        unix.setblocking(False)
+        listeners.append(unix)
+    if job.get("keyring"):
+        keyctl(1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a session keyring of our own, as a login has
+        secret = job["keyring"].encode()
+        keyctl(b"user", b"core-sandbox-secret", secret, len(secret), -3, call="add_key")
+    out = []
+    for name, program, tests, kwargs in job["cases"]:
+        before = snapshot(job["watch"])
+        r = sandbox.run_program(program, tests, **kwargs)
+        after = snapshot(job["watch"])
+        changes = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+        connections = 0
+        for listener in listeners:
+            while True:
+                try:
+                    listener.accept()[0].close()
+                    connections += 1
+                except BlockingIOError:
+                    break
+        keys = [] if not job.get("keyring") or keyring_state() == (True, False) else [keyring_state()]
+        left = my_processes()
+        out.append(dict(name=name, verdict=r.verdict, tests=list(r.tests), passed=r.passed, detail=r.detail,
+                        unsafe=getattr(r, "unsafe", None), changes=changes + keys, left=left,
+                        connections=connections))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
