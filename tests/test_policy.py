@@ -169,12 +169,12 @@ def test_non_finite_logits_in_one_sample_skip_the_step(tiny_policy, tokenizer, m
     problems = data.load("train")[:1]
     args = train.get_args(["--num-plans", "2", "--codes-per-plan", "2", "--max-plan-tokens", "6", "--max-code-tokens", "6"])
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0]))
-    real = rollout.shared_prompt_logprobs  # what the update pass calls
+    real = rollout.completion_logprobs  # what the update pass calls
 
     def one_bad_row(*a, **k):
         lp = real(*a, **k)
         return torch.cat([lp[:1] * float("nan"), lp[1:]])
-    monkeypatch.setattr(rollout, "shared_prompt_logprobs", one_bad_row)
+    monkeypatch.setattr(rollout, "completion_logprobs", one_bad_row)
     before = lora_state(tiny_policy)
     opt = torch.optim.AdamW([p for n, p in tiny_policy.named_parameters() if "lora_" in n], lr=1e-2)
     m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
@@ -189,8 +189,8 @@ def test_three_non_finite_steps_stop_with_a_checkpoint(tokenizer, monkeypatch, t
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0]))
-    real = rollout.shared_prompt_logprobs
-    monkeypatch.setattr(rollout, "shared_prompt_logprobs", lambda *a, **k: real(*a, **k) * float("nan"))
+    real = rollout.completion_logprobs
+    monkeypatch.setattr(rollout, "completion_logprobs", lambda *a, **k: real(*a, **k) * float("nan"))
     with pytest.raises(train.TrainingError, match="steps 1-3 all had a non-finite"):
         train.main(["--grpo-steps", "10", "--sft-steps", "0", "--problems-per-step", "1", "--num-plans", "2", "--codes-per-plan", "2",
                     "--max-plan-tokens", "4", "--max-code-tokens", "4", "--lora-r", "4", "--out", str(tmp_path)])

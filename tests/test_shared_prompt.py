@@ -1,5 +1,5 @@
-"""The shared-prompt loss pass (rollout.shared_prompt_logprobs, used by update.policy_update) equals the
-row-by-row one (rollout.logprobs): the loss and every LoRA gradient, fp32, for every --loss-type, with and
+"""The shared-prompt loss pass (rollout.prompt_pass + completion_logprobs, in update.policy_update)
+equals the row-by-row one (rollout.logprobs): the loss and every LoRA gradient, fp32, for every --loss-type, with and
 without --beta; on a tiny random Qwen2 and once on the embedded SmolLM2-135M."""
 import pytest
 import torch
@@ -12,11 +12,16 @@ CHATS = [[{"role": "user", "content": "Write a function that adds two numbers."}
          [{"role": "user", "content": "Hi"}]]  # different lengths: prompt 2 is left-padded
 
 
+def shared_logprobs(policy, r, ids):
+    """[n, T] log-probs of rows ids through one prompt pass of their prompts."""
+    return rollout.completion_logprobs(policy, r, ids, rollout.prompt_pass(policy, r, torch.unique(ids // r.n)))
+
+
 def loss_and_grads(policy, r, adv, flags, shared: bool, monkeypatch):
     """update.policy_update's loss and LoRA gradients, with the shared-prompt forward or the row-by-row one."""
     with monkeypatch.context() as m:
-        if not shared:
-            m.setattr(rollout, "shared_prompt_logprobs", rollout.logprobs)
+        if not shared:  # policy_update's row-by-row path (the one gradient checkpointing takes)
+            m.setattr(rollout, "checkpointing", lambda policy: True)
         policy.zero_grad(set_to_none=True)
         loss, metrics = update.policy_update(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16,
                                              train.get_args(flags), train.Clock("cpu"))
@@ -35,11 +40,14 @@ def max_diffs(policy, r, adv, flags, monkeypatch):
 
 @pytest.mark.parametrize("loss_type", ["token", "grpo", "dr_grpo"])
 @pytest.mark.parametrize("beta", ["0", "0.04"])
-def test_shared_prompt_loss_and_grads_equal_row_by_row(tiny_policy, tokenizer, monkeypatch, loss_type, beta):
-    """2 prompts x 3 sampled rows, one row with A = 0 (skipped when beta = 0), micro-batches of 4 (one splits
-    a group, one holds two prompts): loss and every LoRA gradient within 1e-5. Catches: a row given another
+@pytest.mark.parametrize("micro_batch", ["4", "1"])
+def test_shared_prompt_loss_and_grads_equal_row_by_row(tiny_policy, tokenizer, monkeypatch, loss_type, beta, micro_batch):
+    """2 prompts x 3 sampled rows, one row with A = 0 (skipped when beta = 0); micro-batches of 4 (one prompt
+    pass for both prompts, prompt 2's rows split over two micro-batches) or of 1 (each prompt's pass shared by
+    its micro-batches of one row): loss and every LoRA gradient within 1e-5. Catches: a row given another
     prompt's keys and values, the prompt's last logits not predicting completion token 0, positions of the
-    completion restarted at 0, the prompt pass detached (the prompt's share of the gradient lost)."""
+    completion restarted at 0, the prompt pass's backward skipped or run per micro-batch (the prompt's share
+    of the gradient lost or counted twice)."""
     torch.manual_seed(0)
     tiny_policy.set_adapter("coder")
     r = rollout.sample(tiny_policy, tokenizer, CHATS, 3, 10, temperature=1.0)
@@ -49,7 +57,7 @@ def test_shared_prompt_loss_and_grads_equal_row_by_row(tiny_policy, tokenizer, m
         for n, p in tiny_policy.named_parameters():
             if "lora_A.coder" in n:
                 p.data += 0.05 * torch.randn_like(p)
-    flags = ["--loss-type", loss_type, "--beta", beta, "--micro-batch", "4"]
+    flags = ["--loss-type", loss_type, "--beta", beta, "--micro-batch", micro_batch]
     loss_diff, grad_diff = max_diffs(tiny_policy, r, adv, flags, monkeypatch)
     assert loss_diff < 1e-5 and grad_diff < 1e-5
 
@@ -62,7 +70,7 @@ def test_short_completions_and_padded_prompts_are_cut_exactly(tiny_policy, token
     texts = ["a", "def f(x): return x + 1", "b c", "Hello there, how are you today?"]
     r = rollout.from_texts(tokenizer, [CHATS[1], CHATS[0], CHATS[1], CHATS[1]], texts)
     with torch.no_grad():
-        rows, shared = rollout.logprobs(tiny_policy, r, slice(0, 2)), rollout.shared_prompt_logprobs(tiny_policy, r, slice(2, 4))
+        rows, shared = rollout.logprobs(tiny_policy, r, slice(0, 2)), shared_logprobs(tiny_policy, r, torch.tensor([2, 3]))
     assert r.mask[2:].sum(1).max() < r.mask.shape[1] and r.attn[2:, 0].sum() == 0  # both cuts happen in rows 2, 3
     assert ((rollout.logprobs(tiny_policy, r, slice(2, 4)) - shared) * r.mask[2:]).abs().max() < 1e-5 and rows.shape == shared.shape
     loss_diff, grad_diff = max_diffs(tiny_policy, r, torch.tensor([1.0, -1.0, 0.5, -0.5]),
@@ -84,10 +92,32 @@ def test_shared_prompt_equals_row_by_row_on_the_embedded_model(tokenizer, monkey
     policy.set_adapter("coder")
     r = rollout.sample(policy, tok, CHATS, 2, 12, temperature=1.0)
     with torch.no_grad():
-        lp_diff = ((rollout.logprobs(policy, r) - rollout.shared_prompt_logprobs(policy, r)) * r.mask).abs().max().item()
+        lp_diff = ((rollout.logprobs(policy, r) - shared_logprobs(policy, r, torch.arange(4))) * r.mask).abs().max().item()
     loss_diff, grad_diff = max_diffs(policy, r, torch.tensor([1.0, -1.0, 0.5, -0.5]),
                                      ["--beta", "0.04", "--micro-batch", "4"], monkeypatch)
     with capsys.disabled():
         print(f"\nshared prompt vs row by row, SmolLM2-135M fp32, max abs diff: log-probs {lp_diff:.2e}, "
               f"loss {loss_diff:.2e}, LoRA grads {grad_diff:.2e}")
     assert lp_diff < 1e-4 and loss_diff < 1e-5 and grad_diff < 1e-5
+
+
+def test_prompt_chunks_keep_each_prompts_rows_together():
+    """The docstring's example, and every row once in order. Catches: a prompt's rows split over two chunks
+    (its prompt forwarded twice), more prompts in a chunk than asked."""
+    assert update.prompt_chunks([0, 1, 2, 5, 6, 9], 4, 1) == [[0, 1, 2], [5, 6], [9]]
+    assert update.prompt_chunks([0, 1, 2, 5, 6, 9], 4, 2) == [[0, 1, 2, 5, 6], [9]]
+    assert update.prompt_chunks([], 4, 2) == [] and update.prompt_chunks([3, 4], 1, 1) == [[3], [4]]
+
+
+def test_all_logprobs_equal_row_by_row(tiny_policy, tokenizer):
+    """pi_old's log-probs (--num-iterations > 1) through one prompt pass per chunk: every row in its place,
+    equal to rollout.logprobs on the masked tokens. Catches: rows reordered by the chunks, a row scored on
+    another prompt."""
+    torch.manual_seed(0)
+    tiny_policy.set_adapter("coder")
+    r = rollout.sample(tiny_policy, tokenizer, CHATS, 3, 10, temperature=1.0)
+    with torch.no_grad():
+        want = rollout.logprobs(tiny_policy, r)
+    for mb in (1, 2, 4):
+        got = update.all_logprobs(tiny_policy, r, mb)
+        assert got.shape == want.shape and ((got - want) * r.mask).abs().max() < 1e-5
