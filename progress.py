@@ -1,15 +1,39 @@
 """What a run shows: greedy pass@1 on held-out problems during training, the --profile table, and
-the summary line a run ends with (train.py calls these; metrics.jsonl holds every number)."""
+the summary line a run ends with, and the clock that times a step's phases (train.py calls these;
+metrics.jsonl holds every number)."""
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
+
+import torch
 
 import checkpoint
 import eval as evaluation
 
 PHASES = ["retrieval_generation", "plan_generation", "code_generation", "repair_generation", "sandbox", "old_logprobs", "reference_logprobs",
           "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
+
+
+class Clock:
+    """Seconds spent per phase of a step (`--profile`, metrics `time_<phase>_s`).
+
+    On CUDA it synchronises before reading the time, so a phase is charged for its own kernels.
+    """
+
+    def __init__(self, device):
+        self.cuda, self.s = torch.device(device).type == "cuda", {}
+
+    @contextmanager
+    def __call__(self, phase: str):
+        if self.cuda:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        yield
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 
 
 def print_profile(rows: list):

@@ -25,7 +25,6 @@ import os
 import random
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -66,26 +65,6 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. three non-finite steps in a row); the message is one line."""
 
 
-class Clock:
-    """Seconds spent per phase of a step (`--profile`, metrics `time_<phase>_s`).
-
-    On CUDA it synchronises before reading the time, so a phase is charged for its own kernels.
-    """
-
-    def __init__(self, device):
-        self.cuda, self.s = torch.device(device).type == "cuda", {}
-
-    @contextmanager
-    def __call__(self, phase: str):
-        if self.cuda:
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        yield
-        if self.cuda:
-            torch.cuda.synchronize()
-        self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
-
-
 GEN_PHASE = {"retriever": "retrieval_generation", "planner": "plan_generation", "coder": "code_generation",
              "debugger": "repair_generation"}  # --profile rows (progress.PHASES)
 
@@ -117,7 +96,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     per problem. corpus: a retriever.Corpus for --retrieval corpus. Returns (metrics: plain floats, no
     tensors; samples: the first plan and code of each problem).
     """
-    clock = Clock(next(policy.parameters()).device)
+    clock = progress.Clock(next(policy.parameters()).device)
     t0 = time.perf_counter()
     rollouts = tree.build(problems, args.roles, tree_sizes(args), role_sampler(policy, tok, args, clock),  # 1
                           program_runner(args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import data
+import progress
 import rollout
 import sandbox
 import train
@@ -256,7 +257,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
     for rewards, expect_grad in (([1.0, 0.0, 0.0, 0.0], True), ([1.0] * 4, False)):
         tiny_policy.zero_grad(set_to_none=True)
         adv, _ = train.grpo.group_advantages(torch.tensor([rewards]), torch.ones(1, 4, dtype=torch.bool))
-        clock = train.Clock("cpu")
+        clock = progress.Clock("cpu")
         loss, _ = update.policy_update(tiny_policy, "coder", r, adv[0], torch.ones(4, dtype=torch.bool), 8, args, clock)
         grads = [p.grad for n, p in tiny_policy.named_parameters() if "lora_B.coder" in n]
         if expect_grad:
@@ -268,7 +269,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
 def coder_grads(policy, r, adv, args):
     policy.zero_grad(set_to_none=True)
     loss, _ = update.policy_update(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16, args,
-                                  train.Clock("cpu"))
+                                  progress.Clock("cpu"))
     return loss, {n: p.grad.clone() for n, p in policy.named_parameters() if "lora_" in n and p.grad is not None}
 
 

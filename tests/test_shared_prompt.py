@@ -4,6 +4,7 @@ without --beta; on a tiny random Qwen2 and once on the embedded SmolLM2-135M."""
 import pytest
 import torch
 
+import progress
 import rollout
 import train
 import update
@@ -24,7 +25,7 @@ def loss_and_grads(policy, r, adv, flags, shared: bool, monkeypatch):
             m.setattr(rollout, "checkpointing", lambda policy: True)
         policy.zero_grad(set_to_none=True)
         loss, metrics = update.policy_update(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16,
-                                             train.get_args(flags), train.Clock("cpu"))
+                                             train.get_args(flags), progress.Clock("cpu"))
     grads = {n: p.grad.clone() for n, p in policy.named_parameters() if "lora_" in n and p.grad is not None}
     return loss, metrics, grads
 
