@@ -201,33 +201,33 @@ def get_args(argv=None):
            "mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces:<file or hub id>[@split]; "
            "NAME#N keeps the first N problems of that one")
     a("--split", default=None, help="split of a hub dataset (same as mbpp:<id>@<split>)")
-    a("--model", default=models.EMBEDDED)
+    a("--model", default=models.EMBEDDED, help="short name, hub id or local folder (the base of every system)")
     a("--adapters", default=None, help="a train.py run folder: adds its rows ('trained')")
     a("--compare", nargs="+", default=None, metavar="[NAME=]RUN",
       help="train.py runs to compare with base direct and base plan (writes results.json/.md, curves.png)")
     a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + " (without --compare): "
       + "; ".join(f"{m} = {c}" for m, c in MODES.items()))
     a("--debug-rounds", type=int, default=3, help="repair rounds of the debugger modes (stop once the visible test passes)")
-    a("--max-retrieval-tokens", type=int, default=96)
+    a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
     a("--n-samples", "--n", dest="n", type=int, default=1, help="samples per problem")
     a("--k", default="1", help="comma list of k for pass@k (each <= n)")
     a("--temperature", type=float, default=0.0, help="0 = greedy")
-    a("--seed", type=int, default=0)
+    a("--seed", type=int, default=0, help="seeds the sampling (with --temperature > 0)")
     a("--max-plan-tokens", type=int, default=48, help="as in training")
-    a("--max-code-tokens", type=int, default=256)
+    a("--max-code-tokens", type=int, default=256, help="token budget of a program")
     a("--batch-size", type=int, default=32, help="problems per generate call")
     a("--limit", type=int, default=None, help="only the first N problems of each dataset")
-    a("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    a("--quant", default="auto", choices=["auto", "4bit", "none"])
+    a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
+    a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
       help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on CUDA, float32 on CPU (models.choose_dtype)")
-    a("--sandbox-timeout", type=float, default=4.0)
+    a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--unsafe-sandbox", action="store_true", help="run programs even where no namespace can be made "
       "(python sandbox.py --check); every verdict is then marked unsafe")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
       help="output checker of I/O tests: auto = each set's own (checkers.py); a name = that rule for every set")
-    a("--workers", type=int, default=None)
-    a("--out", default=None, help="JSON file or a folder to put it in; the folder with --compare (default under runs/)")
+    a("--workers", type=int, default=None, help="sandbox runs at a time (default: the CPU count)")
+    a("--out", default=None, help="the JSON file to write, or an existing folder to write it into (named as by default); the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)
     args.ks = [int(k) for k in args.k.split(",")]
     args.modes = ["plan" if m == "planned" else m for m in args.modes.split(",")]

@@ -46,9 +46,13 @@ def network_apart(port):
         return True
 
 def read_only(paths, marker):
-    if os.path.exists(marker):  # the host's /tmp, seen from the run
+    # "/" read-only; each other path read-only or on one of the run's private tmpfs (a checkout under
+    # /tmp shows there as the empty folders above the interpreter's read-only bind, nothing of the host's)
+    if os.path.exists(marker):  # the host's /tmp, seen from the run: no private tmpfs
         return False
-    return all(os.statvfs(p).f_flag & os.ST_RDONLY for p in paths if os.path.exists(p))
+    private = {os.stat(p).st_dev for p in ("/tmp", "/var/tmp", "/dev/shm", ".") if os.path.exists(p)}
+    return all(os.statvfs(p).f_flag & os.ST_RDONLY or (p != "/" and os.stat(p).st_dev in private)
+               for p in paths if os.path.exists(p))
 
 def hidden(paths):
     for path, names in paths:
