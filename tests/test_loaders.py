@@ -209,16 +209,10 @@ CF = {"id": "2000A", "contest_id": "2000", "index": "A", "title": "Halve", "time
 
 
 # A checker as open-r1/codeforces' generated_checker is called (special_checker.py):
-# python3 checker.py INPUT CORRECT_OUTPUT SOLUTION_OUTPUT, printing 1 for a right answer.
-SPLIT_CHECKER = """import sys
-n = int(open(sys.argv[1]).read())
-try:
-    a, b = map(int, open(sys.argv[3]).read().split())
-except ValueError:
-    print(0)
-else:
-    print(1 if a > 0 and b > 0 and a + b == n else 0)
-"""
+# python3 checker.py INPUT CORRECT_OUTPUT SOLUTION_OUTPUT, printing 1 for a right answer (any two positive
+# integers with sum n).
+from test_checkers import RIGHT_CHECKER as SPLIT_CHECKER  # noqa: E402
+
 CF_CHECKER = {**CF, "id": "2000G", "title": "Split", "description": "Print two positive integers with sum n.",
               "examples": [{"input": "5\r\n", "output": "2 3\n"}], "official_tests": [
                   {"input": "5\r\n", "output": "2 3\n"}, {"input": "2\r\n", "output": "1 1\n"}],
