@@ -132,7 +132,7 @@ def logprobs(policy, r: Rollout, rows=slice(None)) -> torch.Tensor:
 class PromptPass:
     """The prompt pass of u distinct prompts of a Rollout, kept to be reused by their rows' completions.
 
-    prompts [u] prompt ids (row i*n + k belongs to prompt i); s: the first column that is not padding in
+    prompts [u] prompt ids, ascending (row i*n + k belongs to prompt i); s: the first column that is not padding in
     all u (columns s..P-1 were forwarded); first [u, 1, V]: the logits of the prompts' last position
     (they predict completion token 0); kv: per layer (keys, values), each [u, heads, P - s, d].
     Made with detach=True (prompt_pass), first and kv are leaves: every completion pass that reads them
@@ -156,7 +156,7 @@ class PromptPass:
 
 
 def prompt_pass(policy, r: Rollout, prompts: torch.Tensor, detach: bool = False) -> PromptPass:
-    """Forward the prompts `prompts` [u] of r once (with grad when grad is on): the first half of
+    """Forward the prompts `prompts` [u] (ascending) of r once (with grad when grad is on): the first half of
     PrefixGrouper's shared-prefix forward (2025). Its keys and values are reused by every completion of
     those prompts (`completion_logprobs`), and backpropagation runs through both, so values and gradients
     are the row-by-row `logprobs`' ones:
@@ -191,8 +191,7 @@ def completion_logprobs(policy, r: Rollout, ids: torch.Tensor, pp: PromptPass) -
     completion tokens 0..Tm-2 [n, Tm-1] forwarded on the rows' cached prompts (Tm: the last masked position
     of these rows + 1; log-probs after it are 0, outside every row's mask, so in no loss)."""
     P, T = r.prompt_len, r.seqs.shape[1] - r.prompt_len
-    at = {int(p): j for j, p in enumerate(pp.prompts)}
-    inverse = torch.tensor([at[int(i) // r.n] for i in ids], device=r.seqs.device)  # [n] row -> its prompt
+    inverse = torch.searchsorted(pp.prompts, ids // r.n)  # [n] row -> its prompt's place (prompts ascending)
     on = r.mask[ids].any(0).nonzero()  # masked completion positions of these rows
     Tm = int(on[-1]) + 1 if len(on) else 1
     logits = pp.first[inverse]  # [n, 1, V]
