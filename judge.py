@@ -36,7 +36,6 @@ import re
 import reprlib
 
 import checkers
-from checkers import strict as outputs_match, tokens_match  # noqa: F401  (re-exported: judge.outputs_match)
 
 VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error",
             "judge_error")  # judge_error: the problem's own checker program failed (special_checker.py)

@@ -3,7 +3,7 @@
 The fork takes the test's input as stdin (a memfd), a capped memfd as stdout and one as stderr,
 closes the report pipe, sets the limits of one test and runs the program as __main__; the runner
 waits for it (wall-clock limit), kills whatever it started, and sends its stdout, exit status,
-stderr's last line and timing to the parent, which compares the output (judge.outputs_match).
+stderr's last line and timing to the parent, which judges the output by the problem's checker (checkers.py).
 The expected output is never here.
 
 Why a fork per test (measured on this machine, 2 cores, `python bench/sandbox_bench.py`): one

@@ -13,7 +13,7 @@ I/O row: the reference solutions of data/io_val.jsonl (fields io_tests [{"input"
 solution) when that file exists, else the IO_PROGRAMS below; ours runs each program once with
 all its tests (one interpreter, a fork per test), the simple harness starts
 `python -c SOLUTION` per test with the input on stdin and compares with the same checker
-(judge.outputs_match) -- no sandbox at all. Executions = tests run; rate = executions / wall s.
+(checkers.strict) -- no sandbox at all. Executions = tests run; rate = executions / wall s.
 Rootless row (--rootless, and at the end of a full run): the same programs (HumanEval canonical
 and the I/O programs below) through the sandbox as root (`root` mode: namespaces, a leased uid) and
 as an ordinary uid (`user` mode: a user namespace), with the same interpreter (the system's python3,
@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import checkers  # noqa: E402
-import judge  # noqa: E402
 import sandbox  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,7 +107,7 @@ def io_simple(problems, workers, timeout):
             p = subprocess.run([sys.executable, "-c", solution], input=given.encode(), capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return False
-        return p.returncode == 0 and judge.outputs_match(p.stdout, expected.encode())
+        return p.returncode == 0 and checkers.strict(p.stdout, expected.encode())
     cases = [(solution, given, expected) for solution, tests in problems for given, expected in tests]
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import judge
+import checkers
 import sandbox
 
 SUM = "print(sum(map(int, input().split())))\n"
@@ -16,7 +16,7 @@ def io(program, tests, **kwargs):
     return sandbox.run_program(program, io_tests=tests, **kwargs)
 
 
-# -- the strict checker (judge.outputs_match = checkers.strict): tokens, 1e-6 absolute-or-relative
+# -- the strict checker (checkers.strict): tokens, 1e-6 absolute-or-relative
 
 @pytest.mark.parametrize("output, expected, match", [
     (b"3\n", b"3", True),  # a missing final newline does not matter
@@ -41,7 +41,7 @@ def io(program, tests, **kwargs):
 def test_outputs_match(output, expected, match):
     """Catches: line-by-line or exact string comparison, a relative-only or absolute-only
     tolerance, integers compared through floats, case-insensitive words."""
-    assert judge.outputs_match(output, expected) is match
+    assert checkers.strict(output, expected) is match
 
 
 def test_integers_past_int_max_str_digits():
@@ -49,8 +49,8 @@ def test_integers_past_int_max_str_digits():
     Catches: int() on a 5000-digit token (ValueError past 4300 digits) dropping
     the report. The run gets its verdict: passed for the same number, failed for one more."""
     number = "9" * 5000
-    assert judge.outputs_match(number.encode(), b"+0" + number.encode()) is True
-    assert judge.outputs_match(number.encode(), number[:-1].encode() + b"8") is False
+    assert checkers.strict(number.encode(), b"+0" + number.encode()) is True
+    assert checkers.strict(number.encode(), number[:-1].encode() + b"8") is False
     r = sandbox.run_program(f"print('{number}')", io_tests=[("", number), ("", number[:-1] + "8")])
     assert r.tests == ("passed", "failed"), r.detail
 
