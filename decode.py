@@ -99,18 +99,41 @@ def top_p_filter(z: torch.Tensor, top_p: float) -> torch.Tensor:
     return z.masked_fill(drop.scatter(1, order, drop), float("-inf"))
 
 
+def nucleus(probs: torch.Tensor, top_p: float, k: int):
+    """The top-p nucleus of each row of probs [A, V] found among its k most likely tokens, or None when some
+    row's nucleus is larger than k. Returns (weights [A, k], ids [A, k]): the k most likely tokens of each row,
+    most likely first, with weight p_v for a token of the nucleus and 0 outside it.
+
+    The rule of top_p_filter in the descending order: a token is kept iff the tokens more likely than it hold
+    less than top_p, i.e. the ascending tail up to and including it holds more than 1 - top_p (the same set,
+    up to float rounding at its edge). torch.topk costs ~1/5 of the full sort over the vocabulary (16 ms for
+    8 x 49152 on 2 cores), and the draw then runs over k tokens instead of V (multinomial: 7 ms).
+    """
+    weights, ids = probs.topk(min(k, probs.shape[-1]), -1)  # [A, k] descending
+    above = weights.cumsum(-1) - weights  # [A, k] the mass of the more likely tokens
+    if k < probs.shape[-1] and (above[:, -1] + weights[:, -1] < top_p).any():
+        return None  # the nucleus of some row reaches past its k-th token
+    return weights.masked_fill(above >= top_p, 0.0), ids
+
+
 def next_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """One token per row from logits [A, V] (float32, EOS already masked where forbidden) -> [A] long.
 
     temperature <= 0: argmax. Else one draw per row (torch.multinomial, the global RNG) from
-    softmax(top_p_filter(logits / temperature, top_p)), HF's order: temperature first, then top-p.
+    softmax(top_p_filter(logits / temperature, top_p)), HF's order: temperature first, then top-p; the
+    nucleus is looked for among the 64 most likely tokens first (nucleus; at temperature 0.7 and top-p 0.95
+    SmolLM2-135M's nucleus held at most 40 tokens in 2,912 decode steps), then among all.
     """
     if temperature <= 0:
         return logits.argmax(-1)
-    z = logits / temperature  # [A, V]
-    if top_p < 1.0:
-        z = top_p_filter(z, top_p)
-    return torch.multinomial(z.softmax(-1), 1).squeeze(1)  # [A]
+    p = (logits / temperature).softmax(-1)  # [A, V]
+    if top_p >= 1.0:
+        return torch.multinomial(p, 1).squeeze(1)
+    for k in (64, p.shape[-1]):
+        found = nucleus(p, top_p, k)
+        if found is not None:
+            weights, ids = found  # [A, k]
+            return ids.gather(1, torch.multinomial(weights, 1)).squeeze(1)  # [A]
 
 
 @torch.no_grad()

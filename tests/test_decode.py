@@ -102,3 +102,22 @@ def test_top_p_as_transformers_and_sampling_stays_in_the_nucleus():
     counts = torch.bincount(x, minlength=4).tolist()
     assert counts[2] == counts[3] == 0 and counts[0] / 4000 == pytest.approx(0.625, abs=0.03)
     assert torch.equal(decode.next_tokens(p[:3], 0.0, 0.75), torch.zeros(3, dtype=torch.long))  # greedy: argmax
+
+
+def test_nucleus_among_the_top_k_is_top_p_filters_nucleus():
+    """decode.nucleus keeps exactly the tokens top_p_filter keeps (random logits, top-p 0.3 / 0.9, k = 64 and
+    k = V), weights them by their probabilities, and answers None when a row's nucleus has more than k tokens
+    (flat logits: every token is needed). Catches: the token that crosses top_p dropped (the cumsum taken
+    inclusively), a row's nucleus cut at k without falling back."""
+    torch.manual_seed(0)
+    z = torch.randn(6, 500) * 5
+    p = z.softmax(-1)
+    for top_p in (0.3, 0.9):
+        kept = decode.top_p_filter(z, top_p).isfinite()  # [6, 500]
+        assert 1 < kept.sum(-1).max() < 64  # the nucleus has room among the top 64
+        for k in (64, 500):
+            weights, ids = decode.nucleus(p, top_p, k)
+            mask = torch.zeros_like(kept).scatter(1, ids, weights > 0)
+            assert torch.equal(mask, kept)
+            assert torch.equal(weights[weights > 0], p.gather(1, ids)[weights > 0])
+    assert decode.nucleus(torch.full((2, 500), 1 / 500), 0.9, 64) is None

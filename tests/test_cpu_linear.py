@@ -1,0 +1,81 @@
+"""cpu_linear: the frozen base's float32 linears through oneDNN give F.linear's product and gradient."""
+import pytest
+import torch
+
+import cpu_linear
+
+pytestmark = pytest.mark.skipif(not cpu_linear.available(), reason="this torch build has no oneDNN linear")
+
+
+def test_frozen_linear_is_the_float32_product_and_its_input_gradient():
+    """Against float64: y = x W^T + b and dL/dx = g W to float32 rounding (max |error| within 4x MKL's own
+    F.linear / matmul error: both ~1e-4 on outputs of size ~25-40), and dL/dW, dL/db are not computed. Catches: W not transposed (the shapes
+    [3, 5, 7] -> [3, 5, 11] would not fit), the bias dropped (an error ~|b| = 1), a backward through W^T^T."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 576, requires_grad=True)
+    w, b = torch.randn(1536, 576), torch.randn(1536)
+    y = cpu_linear.FrozenLinear.apply(x, w, b)  # [3, 5, 1536]
+    ref = x.detach().double() @ w.double().T + b.double()
+    mkl = (torch.nn.functional.linear(x.detach(), w, b).double() - ref).abs().max()
+    assert y.shape == (3, 5, 1536) and (y.double() - ref).abs().max() < 4 * mkl
+    g = torch.randn(3, 5, 1536)
+    y.backward(g)
+    ref = g.double() @ w.double()
+    assert (x.grad.double() - ref).abs().max() < 4 * (g @ w - ref).abs().max()
+    assert w.grad is None and b.grad is None
+
+
+def test_install_routes_only_frozen_float32_layers(monkeypatch):
+    """install counts the nn.Linear layers it routes; a trainable weight with gradients on keeps F.linear
+    (bitwise the same output) and gets its gradient; CORE_CODE_MATMUL=mkl routes nothing."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4, bias=False))
+    x = torch.randn(2, 8)
+    plain = model(x)
+    assert cpu_linear.install(model) == 2
+    assert torch.equal(model(x), plain)  # trainable: F.linear
+    model(x).sum().backward()
+    assert model[0].weight.grad is not None
+    model.requires_grad_(False)
+    with torch.no_grad():
+        calls = []
+        monkeypatch.setattr(cpu_linear, "onednn_linear", lambda *a: calls.append(1) or torch.nn.functional.linear(*a))
+        assert torch.allclose(model(x), plain, atol=1e-6) and len(calls) == 2  # frozen: through oneDNN
+    monkeypatch.setenv("CORE_CODE_MATMUL", "mkl")
+    assert cpu_linear.install(torch.nn.Linear(2, 2)) == 0
+
+
+def test_sampling_weights_merge_lora_and_restore_the_policy(tokenizer):
+    """Inside sampling_weights a routed tiny Qwen2 + LoRA gives the policy's logits (max |difference| under 1e-5:
+    W + (alpha/r) B A in one product vs W x + (alpha/r) B (A x)), with the active adapter only ('coder', not
+    'planner': different logits), the base alone with the adapters disabled, and every forward is restored
+    after. Catches: the scaling alpha/r left out (B A at 1/2 of its size), the wrong adapter merged, a packed
+    weight left behind (the adapters would stop mattering after sampling)."""
+    from conftest import tiny_base
+    import models
+
+    policy = models.add_role_adapters(tiny_base(tokenizer), ["planner", "coder"], r=4, alpha=8)
+    for n, p in policy.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.05)
+    assert cpu_linear.install(policy) == 2 * 7 + 1 + 2 * 2 * 8  # base q,k,v,o,gate,up,down, the LM head, LoRA A/B
+    policy.eval()
+    ids = torch.tensor([[5, 17, 300, 42, 7, 99]])
+    with torch.no_grad():
+        policy.set_adapter("coder")
+        coder, planner = policy(ids).logits, None
+        with policy.disable_adapter():
+            base = policy(ids).logits
+        with cpu_linear.sampling_weights(policy, 1):
+            merged = policy(ids).logits
+            with policy.disable_adapter():
+                merged_base = policy(ids).logits
+        policy.set_adapter("planner")
+        planner = policy(ids).logits
+        policy.set_adapter("coder")
+        after = policy(ids).logits
+    assert (merged - coder).abs().max() < 1e-5 and (planner - coder).abs().max() > 1e-3
+    assert (merged_base - coder).abs().max() < 1e-5  # the adapter setting at entry holds inside
+    assert torch.equal(after, coder)
+    with torch.no_grad(), policy.disable_adapter(), cpu_linear.sampling_weights(policy, 1):
+        assert (policy(ids).logits - base).abs().max() < 1e-5
