@@ -1,10 +1,10 @@
 """The frozen base's float32 linears on a CPU through oneDNN instead of MKL: the same product, about 2x faster.
 
 Every matmul of the base model is y = x W^T + b with W [out, in] frozen (only the LoRA adapters train).
-PyTorch sends a float32 `F.linear` on a CPU to MKL's sgemm; PyTorch's own oneDNN kernel
-(`torch.ops.mkldnn._linear_pointwise`, the one torch.compile uses for CPU inference) computes the same
-float32 product in another summation order. Measured on the 2-core AMD EPYC (Zen 5), 2026-12-02, SmolLM2-135M
-shapes (bench/grpo_bench.py prints the end-to-end effect):
+PyTorch sends a float32 `F.linear` on a CPU to MKL's sgemm; PyTorch's oneDNN kernel
+(`torch.ops.mkldnn._linear_pointwise`) computes the same float32 product in another summation order.
+Measured on the 2-core AMD EPYC (AVX-512, no AMX), 2026-12-02, SmolLM2-135M shapes (bench/grpo_bench.py
+prints the end-to-end effect):
 
     W [out, in]       rows M   MKL ms   oneDNN ms
     49152 x 576       8        20.1     7.6       the LM head, one decode step at batch 8
@@ -13,15 +13,17 @@ shapes (bench/grpo_bench.py prints the end-to-end effect):
 
 Both are IEEE float32 (no bf16 or TF32 inside); they differ only by rounding, max |difference| ~1e-4 on
 outputs of size ~25 (each also differs from a float64 reference by ~5e-5). The backward needs only
-dL/dx = dL/dy W (W is frozen: no dL/dW), the same kernel on W^T. LoRA's own small linears are added by
-peft after `install` and stay plain. CORE_CODE_MATMUL=mkl switches this off (the A/B of docs/speed.md).
+dL/dx = dL/dy W (W is frozen: no dL/dW), the same kernel on W^T. `install` runs before peft adds the LoRA
+layers (models.load_base), so LoRA's own small linears stay plain. CORE_CODE_MATMUL=mkl switches this off
+(the A/B of docs/speed.md).
 
 While sampling (`sampling_weights`: no gradients, the weights fixed for the whole rollout) each LoRA layer
-is folded into one matrix, W' = W + (alpha/r) B A (the LoRA paper's merge for inference, Hu et al. 2021,
-section 4.1), and every weight is packed once into oneDNN's blocked layout for the rollout's batch: one
-product per layer instead of three, none re-laid-out per call. Measured (same machine and day, a decode
-step of SmolLM2-135M at batch 8 with a LoRA adapter on q, k, v, o): 71-85 ms unmerged, 56 ms merged and
-packed, for 0.3 s of merging and packing per rollout and a copy of the weights while it lasts.
+is folded into one matrix, W' = W + s B A with peft's scaling s (alpha/r; the LoRA paper's merge for
+inference, Hu et al. 2021, section 4.1), and every weight is packed once into oneDNN's blocked layout:
+one product per layer instead of three. Measured (same machine and day, a decode step of SmolLM2-135M at
+batch 8 with a LoRA adapter on q, k, v, o, oneDNN products in both): 83.5 and 93.2 ms unmerged, 49.5 and
+56.6 ms merged and packed (two runs each, interleaved), for 0.3 s of merging and packing per rollout and a
+packed copy of the weights while it lasts (513 MiB for SmolLM2-135M in float32).
 """
 import os
 from contextlib import contextmanager
@@ -59,42 +61,51 @@ def available() -> bool:
         return False
 
 
+def fp32_cpu(t: torch.Tensor | None) -> bool:
+    return t is None or (t.dtype == torch.float32 and t.device.type == "cpu")
+
+
+class RoutedLinear(torch.nn.Linear):
+    """An nn.Linear whose forward takes FrozenLinear when the call is float32 on a CPU and the weight needs no
+    gradient (frozen, or no grad mode); else nn.Linear's own. The same parameters and state_dict."""
+
+    def forward(self, x):
+        w, b = self.weight, self.bias
+        trainable = w.requires_grad or (b is not None and b.requires_grad)
+        if fp32_cpu(x) and fp32_cpu(w) and fp32_cpu(b) and not (torch.is_grad_enabled() and trainable):
+            return FrozenLinear.apply(x, w, b)
+        return super().forward(x)
+
+
 def install(model) -> int:
-    """Route every nn.Linear already in `model` through FrozenLinear when its call is float32 on a CPU and its
-    weight needs no gradient (frozen, or no grad mode; checked at each call, so a trainable or moved layer keeps
-    F.linear). Returns the
-    number of layers routed (0 when oneDNN is unavailable)."""
+    """Make every nn.Linear already in `model` a RoutedLinear (its class changes, nothing else: copies, pickles
+    and saved weights behave as before). Returns the number of layers routed (0 when oneDNN is unavailable)."""
     if not available():
         return 0
     layers = [m for m in model.modules() if type(m) is torch.nn.Linear]
     for layer in layers:
-        layer.forward, layer.routed = routed_forward(layer), True
+        layer.__class__ = RoutedLinear
     return len(layers)
 
 
-def routed_forward(layer: torch.nn.Linear):
-    """The layer's forward: FrozenLinear where it applies, else nn.Linear's own."""
-    plain = layer.forward
-
-    def forward(x):
-        w, b = layer.weight, layer.bias
-        if (x.dtype == w.dtype == torch.float32 and x.device.type == "cpu" and w.device.type == "cpu"
-                and not (torch.is_grad_enabled() and (w.requires_grad or (b is not None and b.requires_grad)))):
-            return FrozenLinear.apply(x, w, b)
-        return plain(x)
-    return forward
-
-
 def is_lora_linear(m) -> bool:
-    """A peft LoRA layer around an nn.Linear (duck-typed: base_layer, lora_A, lora_B, scaling)."""
+    """A peft LoRA layer around a linear (duck-typed: base_layer, lora_A, lora_B, scaling)."""
     return all(hasattr(m, a) for a in ("base_layer", "lora_A", "lora_B", "scaling")) and \
-        type(m.base_layer) is torch.nn.Linear
+        isinstance(m.base_layer, torch.nn.Linear)
+
+
+def plain_lora(m) -> bool:
+    """Whether merging gives the layer's forward: plain LoRA on its active adapters (no variant such as DoRA
+    or aLoRA, no LoRA bias), not merged into the base already (peft unmerges a merged disabled layer)."""
+    variants = getattr(m, "lora_variant", {})
+    return not m.merged and not any(a in variants or getattr(m, "use_dora", {}).get(a, False)
+                                    or getattr(m, "lora_bias", {}).get(a, False) for a in m.active_adapters)
 
 
 def merged_weight(m) -> torch.Tensor:
-    """W + sum over the active adapters of (alpha/r) B A, [out, in]; W alone with the adapters disabled."""
+    """W + sum over the active adapters of s B A, [out, in]; W alone with the adapters disabled."""
     w = m.base_layer.weight
-    if m.disable_adapters or m.merged:
+    if m.disable_adapters:
         return w
     for name in m.active_adapters:
         if name in m.lora_A:
@@ -104,35 +115,37 @@ def merged_weight(m) -> torch.Tensor:
 
 @contextmanager
 def sampling_weights(model, rows: int):
-    """Inside: `model`'s routed linears (install) run with packed weights, LoRA merged (module docstring), for
-    inputs of about `rows` rows (oneDNN's blocking hint; any number works). Nothing changes for a model
-    without routed layers, with gradients on, in train mode (LoRA dropout would be live) or with DoRA:
-    those keep their own forward. The adapter setting at entry holds inside (set_adapter / disable_adapter
-    inside change nothing). The model's parameters are not touched."""
+    """Inside: `model`'s routed linears (install) run with packed weights, LoRA merged (module docstring); rows
+    is oneDNN's blocking hint (the rollout's number of rows; any input size works). Nothing changes, and every
+    layer keeps its own forward, for a model without routed layers, with gradients on, in train mode (LoRA
+    dropout would be live), with any LoRA but plain LoRA (plain_lora), or with a weight that is not float32 on
+    the CPU. The adapter setting at entry holds inside (set_adapter / disable_adapter inside change nothing).
+    The model's parameters are not touched, and every forward is restored on the way out, errors included."""
     lora = [m for m in model.modules() if is_lora_linear(m)]
     inner = {id(m.base_layer) for m in lora}
-    if (torch.is_grad_enabled() or not any(hasattr(m, "routed") for m in model.modules())
-            or model.training or any(any(m.use_dora.get(a, False) for a in m.active_adapters)
-                                     for m in lora if hasattr(m, "use_dora"))):
+    routed = [m for m in model.modules() if isinstance(m, RoutedLinear) and id(m) not in inner]
+    if (torch.is_grad_enabled() or model.training or not routed or not all(plain_lora(m) for m in lora)
+            or not all(isinstance(m.base_layer, RoutedLinear) for m in lora)
+            or not all(fp32_cpu(m.weight) and fp32_cpu(m.bias) for m in routed + [m.base_layer for m in lora])):
         yield
         return
-    layers = [(m, merged_weight(m), m.base_layer.bias) for m in lora if hasattr(m.base_layer, "routed")]
-    layers += [(m, m.weight, m.bias) for m in model.modules() if hasattr(m, "routed") and id(m) not in inner]
-    saved = {m: m.__dict__.get("forward") for m, _, _ in layers}
-    try:
-        for m, w, b in layers:
+    replaced = []
+    try:  # one layer at a time: a single merged copy exists at once besides the packed ones
+        for m, w, b in [(m, None, m.base_layer.bias) for m in lora] + [(m, m.weight, m.bias) for m in routed]:
+            w = merged_weight(m) if w is None else w
             m.forward = packed_forward(torch.ops.mkldnn._reorder_linear_weight(w, rows), b)
+            replaced.append(m)
         yield
     finally:
-        for m, f in saved.items():
-            if f is None:
-                del m.forward
-            else:
-                m.forward = f
+        for m in replaced:
+            m.__dict__.pop("forward", None)
 
 
 def packed_forward(packed: torch.Tensor, bias):
-    """A forward x [..., in] -> [..., out] over a weight packed by oneDNN (extra peft arguments ignored)."""
+    """A forward x [..., in] -> [..., out] over a weight packed by oneDNN. peft's per-row adapter choice
+    (adapter_names=) cannot run on one merged weight: a ValueError, not a silent wrong answer."""
     def forward(x, *args, **kwargs):
+        if kwargs.get("adapter_names") is not None:
+            raise ValueError("sampling_weights merges one adapter setting; adapter_names= cannot be used inside")
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
     return forward

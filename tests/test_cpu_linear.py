@@ -102,3 +102,43 @@ def test_greedy_sampling_with_merged_weights_is_generates_on_the_embedded_model(
     assert torch.equal(r.seqs, want)
     with torch.no_grad():
         assert ((r.logp - rollout.logprobs(policy, r)) * r.mask).abs().max() < 1e-4
+
+
+def test_a_routed_model_copies_pickles_and_restores_after_an_error(tokenizer, tmp_path):
+    """install changes classes only: a deepcopy computes with its own weights (zeroed: output 0) and the model
+    pickles. When packing fails on the second layer (the packing op made to fail), the error comes out as it
+    is and every forward is as before; with a bfloat16 layer among the float32 ones nothing is packed.
+    Catches: a forward closure over the original layer (a copy would use the original's weights), a restore
+    that raises on a layer never replaced and hides the real error."""
+    import copy
+    import io
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    cpu_linear.install(model)
+    model.requires_grad_(False).eval()
+    twin = copy.deepcopy(model)
+    for p in twin.parameters():
+        p.zero_()
+    x = torch.randn(3, 4)
+    assert (twin(x) == 0).all() and (model(x) != 0).any()
+    torch.save(model, io.BytesIO())
+    before = model(x)
+    real = torch.ops.mkldnn._reorder_linear_weight
+    calls = []
+
+    def failing(w, rows):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("packing failed")
+        return real(w, rows)
+    torch.ops.mkldnn._reorder_linear_weight = failing
+    try:
+        with pytest.raises(RuntimeError, match="packing failed"), torch.no_grad():
+            with cpu_linear.sampling_weights(model, 3):
+                pass
+    finally:
+        torch.ops.mkldnn._reorder_linear_weight = real
+    assert all("forward" not in m.__dict__ for m in model.modules()) and torch.equal(model(x), before)
+    model[0].to(torch.bfloat16)
+    with torch.no_grad(), cpu_linear.sampling_weights(model, 3):  # not all float32: nothing packed
+        assert all("forward" not in m.__dict__ for m in model.modules())

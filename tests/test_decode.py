@@ -107,8 +107,9 @@ def test_top_p_as_transformers_and_sampling_stays_in_the_nucleus():
 def test_nucleus_among_the_top_k_is_top_p_filters_nucleus():
     """decode.nucleus keeps exactly the tokens top_p_filter keeps (random logits, top-p 0.3 / 0.9, k = 64 and
     k = V), weights them by their probabilities, and answers None when a row's nucleus has more than k tokens
-    (flat logits: every token is needed). Catches: the token that crosses top_p dropped (the cumsum taken
-    inclusively), a row's nucleus cut at k without falling back."""
+    (flat logits: every token is needed); top-p 0 keeps the most likely token alone. Catches: the token that
+    crosses top_p dropped (the cumsum taken inclusively), a row's nucleus cut at k without falling back, an
+    empty nucleus at top-p 0 (multinomial fails)."""
     torch.manual_seed(0)
     z = torch.randn(6, 500) * 5
     p = z.softmax(-1)
@@ -121,3 +122,6 @@ def test_nucleus_among_the_top_k_is_top_p_filters_nucleus():
             assert torch.equal(mask, kept)
             assert torch.equal(weights[weights > 0], p.gather(1, ids)[weights > 0])
     assert decode.nucleus(torch.full((2, 500), 1 / 500), 0.9, 64) is None
+    weights, ids = decode.nucleus(p, 0.0, 64)  # top-p 0: the most likely token alone, as TopPLogitsWarper
+    assert torch.equal(ids[:, 0], p.argmax(-1)) and (weights[:, 1:] == 0).all() and (weights[:, 0] > 0).all()
+    assert torch.equal(decode.next_tokens(z, 1.0, 0.0), z.argmax(-1))
