@@ -41,6 +41,21 @@ def tiny_policy(tokenizer):
     return policy
 
 
+def embedded_policy():
+    """SmolLM2-135M as training loads it (float32 on the CPU), both roles' adapters, the Coder's B random
+    (std 0.01, seed 0) and active: (policy, tokenizer). ~5 s."""
+    import models
+
+    base, tok = models.load_base(models.EMBEDDED, "cpu", "none", "float32")
+    policy = models.add_role_adapters(base, models.ROLES)
+    torch.manual_seed(0)
+    for n, p in policy.named_parameters():
+        if "lora_B.coder" in n:
+            torch.nn.init.normal_(p, std=0.01)
+    policy.set_adapter("coder")
+    return policy, tok
+
+
 def pytest_configure(config):
     """One marker per course exercise (course/exercises.toml): `pytest -m ex_group_adv tests`."""
     if (ROOT / "course" / "exercises.toml").exists():

@@ -85,17 +85,11 @@ def test_greedy_sampling_with_merged_weights_is_generates_on_the_embedded_model(
     """SmolLM2-135M as training loads it (float32, routed linears), a Coder adapter with random B: greedy
     rollout.sample (LoRA merged into packed weights) gives `generate`'s tokens (unmerged, unpacked) on two
     left-padded prompts for 32 tokens, and its log-probs match the trainer's scoring to 1e-4."""
+    from conftest import embedded_policy
     from test_decode import CHATS, generate_greedy
-    import models
     import rollout
 
-    base, tok = models.load_base(models.EMBEDDED, "cpu", "none", "float32")
-    policy = models.add_role_adapters(base, models.ROLES)
-    torch.manual_seed(0)
-    for n, p in policy.named_parameters():
-        if "lora_B.coder" in n:
-            torch.nn.init.normal_(p, std=0.01)
-    policy.set_adapter("coder")
+    policy, tok = embedded_policy()
     policy.eval()
     want = generate_greedy(policy, tok, CHATS, 32)
     r = rollout.sample(policy, tok, CHATS, 1, 32, temperature=0)

@@ -83,15 +83,9 @@ def test_shared_prompt_equals_row_by_row_on_the_embedded_model(tokenizer, monkey
     """The same check on SmolLM2-135M (30 layers, LoRA r=16 on q,k,v,o as trained): 2 prompts x 2 sampled
     rows of 12 tokens, --beta 0.04, one micro-batch; the log-probs too, and the sampler's log-probs (LoRA merged
     into packed weights: cpu_linear.sampling_weights) against the scoring to 1e-4. Prints the max abs differences."""
-    import models
+    from conftest import embedded_policy
 
-    base, tok = models.load_base(models.EMBEDDED, "cpu", "none", "float32")
-    policy = models.add_role_adapters(base, models.ROLES)
-    torch.manual_seed(0)
-    for n, p in policy.named_parameters():
-        if "lora_B.coder" in n:
-            torch.nn.init.normal_(p, std=0.01)
-    policy.set_adapter("coder")
+    policy, tok = embedded_policy()
     r = rollout.sample(policy, tok, CHATS, 2, 12, temperature=1.0)
     with torch.no_grad():
         scored = rollout.logprobs(policy, r)
