@@ -131,8 +131,8 @@ def sampling_weights(model, rows: int):
         return
     replaced = []
     try:  # one layer at a time: a single merged copy exists at once besides the packed ones
-        for m, w, b in [(m, None, m.base_layer.bias) for m in lora] + [(m, m.weight, m.bias) for m in routed]:
-            w = merged_weight(m) if w is None else w
+        for m in lora + routed:
+            w, b = (merged_weight(m), m.base_layer.bias) if is_lora_linear(m) else (m.weight, m.bias)
             m.forward = packed_forward(torch.ops.mkldnn._reorder_linear_weight(w, rows), b)
             replaced.append(m)
         yield
@@ -147,5 +147,5 @@ def packed_forward(packed: torch.Tensor, bias):
     def forward(x, *args, **kwargs):
         if kwargs.get("adapter_names") is not None:
             raise ValueError("sampling_weights merges one adapter setting; adapter_names= cannot be used inside")
-        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+        return onednn_linear(x, packed, bias)
     return forward

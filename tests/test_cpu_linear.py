@@ -9,8 +9,9 @@ pytestmark = pytest.mark.skipif(not cpu_linear.available(), reason="this torch b
 
 def test_frozen_linear_is_the_float32_product_and_its_input_gradient():
     """Against float64: y = x W^T + b and dL/dx = g W to float32 rounding (max |error| within 4x MKL's own
-    F.linear / matmul error: both ~1e-4 on outputs of size ~25-40), and dL/dW, dL/db are not computed. Catches: W not transposed (the shapes
-    [3, 5, 7] -> [3, 5, 11] would not fit), the bias dropped (an error ~|b| = 1), a backward through W^T^T."""
+    F.linear / matmul error: both ~1e-4 on outputs of size ~25-40), and dL/dW, dL/db are not computed.
+    Catches: W not transposed (the shapes would not fit), the bias dropped (an error ~|b| = 1), a backward
+    through W^T^T."""
     torch.manual_seed(0)
     x = torch.randn(3, 5, 576, requires_grad=True)
     w, b = torch.randn(1536, 576), torch.randn(1536)
@@ -63,7 +64,7 @@ def test_sampling_weights_merge_lora_and_restore_the_policy(tokenizer):
     ids = torch.tensor([[5, 17, 300, 42, 7, 99]])
     with torch.no_grad():
         policy.set_adapter("coder")
-        coder, planner = policy(ids).logits, None
+        coder = policy(ids).logits
         with policy.disable_adapter():
             base = policy(ids).logits
         with cpu_linear.sampling_weights(policy, 1):
@@ -98,7 +99,7 @@ def test_greedy_sampling_with_merged_weights_is_generates_on_the_embedded_model(
         assert ((r.logp - rollout.logprobs(policy, r)) * r.mask).abs().max() < 1e-4
 
 
-def test_a_routed_model_copies_pickles_and_restores_after_an_error(tokenizer, tmp_path):
+def test_a_routed_model_copies_pickles_and_restores_after_an_error(monkeypatch):
     """install changes classes only: a deepcopy computes with its own weights (zeroed: output 0) and the model
     pickles. When packing fails on the second layer (the packing op made to fail), the error comes out as it
     is and every forward is as before; with a bfloat16 layer among the float32 ones nothing is packed.
@@ -125,13 +126,11 @@ def test_a_routed_model_copies_pickles_and_restores_after_an_error(tokenizer, tm
         if len(calls) == 2:
             raise RuntimeError("packing failed")
         return real(w, rows)
-    torch.ops.mkldnn._reorder_linear_weight = failing
-    try:
-        with pytest.raises(RuntimeError, match="packing failed"), torch.no_grad():
-            with cpu_linear.sampling_weights(model, 3):
-                pass
-    finally:
-        torch.ops.mkldnn._reorder_linear_weight = real
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", failing)
+    with pytest.raises(RuntimeError, match="packing failed"), torch.no_grad():
+        with cpu_linear.sampling_weights(model, 3):
+            pass
+    monkeypatch.undo()
     assert all("forward" not in m.__dict__ for m in model.modules()) and torch.equal(model(x), before)
     model[0].to(torch.bfloat16)
     with torch.no_grad(), cpu_linear.sampling_weights(model, 3):  # not all float32: nothing packed
