@@ -62,6 +62,8 @@ def get_args(argv=None):
     a("--unsafe-sandbox", action="store_true",
       help="where no namespace can be made (python sandbox.py --check), run programs anyway with what is left "
            "(rlimits, a temp dir; a leased uid as root); every verdict is then marked unsafe")
+    a("--sandbox-memory", type=int, default=2048, help="MiB for all of one program's processes and files together "
+      "(a cgroup per run where one can be made, else a watchdog: python sandbox.py --check)")
     a("--init", default=None, help="start from the adapters of an earlier run folder")
     a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
     a("--sft-batch", type=int, default=8, help="pairs per cold-start SFT step")

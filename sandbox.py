@@ -69,22 +69,16 @@ Limits (each documented where it is set):
                 hence a uid of the run's own; in a user namespace it counts uid 0 of that
                 namespace, i.e. the run alone (Linux 5.14+ counts it per user namespace).
 """
-import contextlib
 import functools
-import hashlib
-import marshal
-import math
 import os
-import secrets
 import subprocess
 import sys
 import threading
 import time
-import ast
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-from sandboxing import check, judge, process, special_checker
+from sandboxing import check, judge, launch, memory, process, special_checker
 from sandboxing.judge import VERDICTS, _plan  # noqa: F401  (re-exported: sandbox._plan, sandbox.VERDICTS)
 from sandboxing.confine import ISOLATED
 from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
@@ -184,6 +178,7 @@ class Result:
     test_wall_s: tuple = ()  # per test: wall s of the same
     test_mem_mb: tuple = ()  # per test: peak RSS above what the process held just before it, MiB
     unsafe: bool = False  # True: run without namespaces (--unsafe-sandbox; isolation().mode uid or none)
+    run_peak_mb: float = 0.0  # the run's memory peak, all its processes and files (cgroup; else the watchdog's), MiB
 
     @property
     def pass_rate(self) -> float:
@@ -229,105 +224,32 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         mode = chosen.mode
     unsafe = mode not in ISOLATED
     plans = judge.plan_tests(program, tests, io_tests, setup)
-    statements = [(i, src) for i, (kind, src, _) in enumerate(plans) if kind == "statement"]
-    values = tuple(src for kind, src, _ in plans if kind == "value")  # "check" values need no setup
-    tokens = {"program": secrets.token_hex(16)}
-    key = secrets.token_bytes(32)
-    sealed = None
-    if statements:
-        tokens["judge"] = secrets.token_hex(16)
-        sealed = _seal(marshal.dumps(dict(token=tokens["judge"], setup=setup, tests=statements, timeout_s=timeout_s,
-                                          wall_s=WALL_FACTOR * timeout_s,
-                                          modules=_modules(setup, tuple(src for _, src in statements), keep_sys=True))), key)
-    cpu_limit = math.ceil(timeout_s * (n + 1) + STARTUP_S)
-    job = dict(program=program, setup=setup if values else "",
-               tests=[("value", src) if kind in ("value", "check") else (kind, None) for kind, src, _ in plans
-                      if kind != "io"],
-               modules=_modules(setup, values) if values else [],
-               inputs=[given.encode() for kind, given, _ in plans if kind == "io"],
-               judge=sealed, key_fd=None,
-               token=tokens["program"], timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
-               cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
-               max_procs=MAX_PROCS, site_dirs=process.SITE_DIRS, mode=mode, uid=None,
-               show=[], hide=[], hide_files=[])
+    limits = dict(wall_factor=WALL_FACTOR, startup_s=STARTUP_S, output_mb=OUTPUT_MB, max_procs=MAX_PROCS)
+    job, tokens, key, cpu_limit = launch.prepare(program, plans, setup, timeout_s, memory_mb, mode, limits)
     reports = judge.Reports(plans, tokens, checker, keep=checker_program is not None)
     limit = (REPORT_MB << 20) + len(io_tests) * (2 * (OUTPUT_MB << 20) + (1 << 16))
-    start, cut = time.monotonic(), "deadline"
-    with process.own_uid(mode) as uid, process.workdir(mode, uid) as workdir:
-        job["uid"] = uid
-        if mode in ISOLATED:
-            job.update(show=process.shown(), hide=process.hidden_answers(),
-                       hide_files=process.hidden_files())
-        command = {"root": UNSHARE, "user": UNSHARE_USER}.get(mode, []) + [sys.executable, "-I", "-S", "-c",
-                                                                          process.BOOT]
-        key_read, key_write = os.pipe()  # the judge's key: the one thing the program's process never reads
-        job["key_fd"] = key_read  # pass_fds keeps the number
-        try:
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, env=ENV, cwd=workdir, start_new_session=True,
-                                    pass_fds=(key_read,))
-        except OSError as e:
-            os.close(key_write)
-            return _failed_all("sandbox_error", n, f"spawn: {e}", unsafe)
-        finally:
-            os.close(key_read)
-        try:
-            with contextlib.suppress(BrokenPipeError):
-                os.write(key_write, key)  # 32 bytes: fits the pipe, never blocks
-            os.close(key_write)
-            key_write = None
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(marshal.dumps((process.CHILD_CODE, job)))
-                proc.stdin.close()
-            cut = process.read_until_exit(proc, start + WALL_FACTOR * cpu_limit, reports.feed, limit)
-        finally:
-            if key_write is not None:
-                os.close(key_write)
-            process.kill_run(proc, mode, uid, exited=cut is None)  # before reaping: its pid stays ours till then
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            proc.stdout.close()
-    cpu_s = usage.ru_utime + usage.ru_stime
-    ended = process.end_reason(status, cut, cpu_s, cpu_limit, WALL_FACTOR * cpu_limit, limit >> 20, OUTPUT_MB)
+    start = time.monotonic()
+    ran = launch.run(job, key, reports.feed, limit, WALL_FACTOR * cpu_limit, ENV)
     wall_s = time.monotonic() - start
+    if ran.error:
+        return _failed_all("sandbox_error", n, ran.error, unsafe)
+    if ran.memory:  # over the run's budget: killed whole, every test lost (sandboxing/memory.py)
+        return Result("memory", 0, n, round(ran.cpu_s, 4), round(wall_s, 4), 0.0, ran.memory, ("memory",) * n,
+                      (None,) * n, (None,) * n, (None,) * n, unsafe, ran.peak_mb)
+    ended = process.end_reason(ran.status, ran.cut, ran.cpu_s, cpu_limit, WALL_FACTOR * cpu_limit, limit >> 20,
+                               OUTPUT_MB)
     try:  # the reports are the program's words: whatever they hold, no exception leaves here
         # (docs/sandbox.md#h5-malformed-report-fields)
         if reports.kept:  # the problem's own checker program judges what the program printed
             run = functools.partial(run_program, mode=mode)  # the checker runs as the program ran
             reports.settle(special_checker.verdicts(checker_program, reports.kept, run))
-        verdict, per_test, detail, timing = judge.judge(tests, plans, reports, ended, "judge" if statements else None)
+        verdict, per_test, detail, timing = judge.judge(tests, plans, reports, ended, "judge" if "judge" in tokens else None)
         peak_mb = max((peak for sender, peak, _ in reports.messages if sender == "program"), default=0) / 1024
         cpu, wall, mem = (tuple(column) for column in zip(*timing)) if timing else ((), (), ())
-        return Result(verdict, per_test.count("passed"), n, round(cpu_s, 4), round(wall_s, 4),
-                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe)
+        return Result(verdict, per_test.count("passed"), n, round(ran.cpu_s, 4), round(wall_s, 4),
+                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe, ran.peak_mb)
     except Exception as e:  # a defect of ours, met through a report no test foresaw
         return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
-
-
-def _seal(data: bytes, key: bytes) -> bytes:
-    """data XOR a SHAKE-256 keystream of `key` (a one-time pad: one key per run, never reused):
-    the program's process carries the judge's job but cannot read it without the key."""
-    pad = hashlib.shake_256(key).digest(len(data))
-    return (int.from_bytes(data, "little") ^ int.from_bytes(pad, "little")).to_bytes(len(data), "little")
-
-
-@functools.lru_cache(maxsize=4096)
-def _modules(setup, expressions, keep_sys=False):
-    """Modules that the setup and tests import or name (math in `math.floor(f(1))`). The program's
-    process imports them before the program runs and restores them before every value test; the
-    judge process puts them in each statement test's namespace (`sys` too: MBPP 596's tests use
-    sys.getsizeof with the `sys` the program imported)."""
-    names = set()
-    for source in (setup, *expressions):
-        with contextlib.suppress(Exception):
-            for node in ast.walk(ast.parse(source)):
-                if isinstance(node, ast.Import):
-                    names.update(alias.name for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    names.add(node.module)
-                elif isinstance(node, ast.Name) and node.id in sys.stdlib_module_names:
-                    names.add(node.id)
-    return sorted(names - ({"builtins"} if keep_sys else {"sys", "builtins"}))
 
 
 def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False) -> list[Result]:
@@ -360,27 +282,34 @@ class SandboxError(Exception):
     """No isolation here and no --unsafe-sandbox: the one-line refusal (Isolation.refusal)."""
 
 
-def require(unsafe: bool, show: bool = True) -> dict:
+def require(unsafe: bool, show: bool = True, memory_mb: int | None = None) -> dict:
     """train.py / eval.py at start: refuse in one line (SandboxError) where runs would have no
-    namespaces and `unsafe` (--unsafe-sandbox) is False, else allow them; print one line of what is
-    in force (`show`); return what config.json / results.json record."""
+    namespaces and `unsafe` (--unsafe-sandbox) is False, else allow them; set the run's memory budget
+    (--sandbox-memory, MiB; ValueError below 64); print one line of what is in force (`show`), the
+    memory bound included; return what config.json / results.json record."""
     chosen = isolation()
     if not chosen.isolated:
         if not unsafe:
             raise SandboxError(chosen.refusal())
         allow_unsafe()
-    held = check.guarantees(run_program, chosen.mode, MAX_PROCS)
+    if memory_mb is not None:
+        memory.set_budget(memory_mb)
+    held = check.guarantees(run_program, chosen.mode, memory.max_procs(MAX_PROCS))
     if show:
         print(f"sandbox: {check.describe(chosen.mode)}: " + ", ".join(
             f"{k} {'yes' if v else 'no'}" for k, (v, _) in held.items())
-              + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)"), flush=True)
+              + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)")
+              + f"; {memory.describe(MEMORY_MB)}", flush=True)
     return {"mode": chosen.mode, "unsafe": not chosen.isolated, "missing": chosen.missing,
-            "guarantees": {k: v for k, (v, _) in held.items()}}
+            "guarantees": {k: v for k, (v, _) in held.items()},
+            "memory": {"mechanism": memory.mechanism(), "budget_mb": memory.budget_mb(),
+                       "guaranteed": memory.guaranteed()}}
 
 
 if __name__ == "__main__":  # python sandbox.py --check: what is in force here, one line per guarantee
     if sys.argv[1:] != ["--check"]:
         sys.exit("usage: python sandbox.py --check")
     chosen = isolation()
-    print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, MAX_PROCS))))
+    print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, memory.max_procs(MAX_PROCS)))))
+    print(memory.describe(MEMORY_MB))
     sys.exit(0 if chosen.isolated else 1)

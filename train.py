@@ -271,7 +271,7 @@ def main(argv=None):
     problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
     eval_problems = checkers.use(data.load(args.eval_data)[:args.eval_limit] if args.eval_data else [], args.checker)
     try:
-        isolation = sandbox.require(args.unsafe_sandbox, show=main_rank)  # refuses when nothing isolates
+        isolation = sandbox.require(args.unsafe_sandbox, show=main_rank, memory_mb=args.sandbox_memory)  # refuses when nothing isolates
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
     except (RuntimeError, sandbox.SandboxError) as e:
         raise SystemExit(f"error: {e}") from None
