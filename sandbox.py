@@ -16,14 +16,17 @@ what to do) unless allow_unsafe() (--unsafe-sandbox): then they run with what is
 
 One run (`run_program`):
 
-    parent (this file)                          child: `python -I -S`, fresh for every program
-    root: lease a uid of our own
+    parent (this file, sandboxing/launch.py)    child: `python -I -S`, fresh for every program
+    root: lease a uid of our own; a memory
+      cgroup for the run, or the watchdog
     plan the tests (judge.plan_tests): value,
       statement or I/O; keep every expected
       value and output here
-    spawn; the child's code, job and token on   pid 1 of new pid/network/IPC/mount namespaces
-      stdin, the judge's key on a pipe of its   (and user, not root): the filesystem read-only,
-      own                         ----------->  private tmpfs mounts, rlimits, no privilege left;
+    spawn; the child's code, job and token on   first: join the run's cgroup; pid 1 of new
+      stdin, the judge's key on a pipe of its   pid/network/IPC/mount namespaces (and user, not
+      own                         ----------->  root): the filesystem read-only, private tmpfs
+                                                mounts, rlimits, no privilege left (no cgroup:
+                                                the seccomp filter too);
                                                 fork the JUDGE (statement tests) before any
                                                 program code runs; stdio -> /dev/null, a capped file
                                                 function tests: the program once, then each value
@@ -33,6 +36,8 @@ One run (`run_program`):
                                                 I/O tests: per test, fork the warm runner: stdin =
                                                   the input, stdout = a capped file, then exec
     read `TOKEN ...` report lines, judge each   <--  one report per test, then the end marker(s)
+      (every 50 ms: the OOM-kill count, or the
+      watchdog's sum, against the budget)
       value / output as it arrives
     kill pid 1 (the kernel takes all of its namespace along); reap; release the uid
 
@@ -51,8 +56,8 @@ peak RSS (VmHWM, reset before each test through /proc/self/clear_refs) of the pr
 I/O tests: wait4 of the test's forked process, less what it held when it was forked. With
 namespaces the CPU of every process the test started counts too (read from the run's own /proc
 before they are killed, after each test): work handed to a child is neither free nor over the
-limit unseen -- a test whose CPU with its children's passes timeout_s is a timeout. Memory is
-per process: what the children held, and what lies in tmpfs or memfd files, is not counted.
+limit unseen -- a test whose CPU with its children's passes timeout_s is a timeout. test_mem_mb
+is per process; Result.run_peak_mb is the whole run's (its cgroup's peak, else the watchdog's).
 
 Limits (each documented where it is set):
     CPU         each test, and the program's own top level, gets timeout_s CPU seconds (a timer
@@ -61,11 +66,12 @@ Limits (each documented where it is set):
                 an I/O test's process meets its own RLIMIT_CPU of ceil(timeout_s) + 1.
     wall        WALL_FACTOR x the CPU budget, per test and per run: a sleeping or blocked program.
     memory      RLIMIT_AS = the address space the program starts with (~13 MiB) + memory_mb, per
-                process. Not counted (there are no cgroups here): files in the run's tmpfs
-                (64 MiB each of /tmp, /var/tmp, /dev/shm) and memfds (each <= OUTPUT_MB).
+                process; and all of the run's processes and files together: --sandbox-memory
+                (sandboxing/memory.py: a cgroup, guaranteed, else seccomp + a watchdog, best
+                effort). Over it: the whole run is killed, every test "memory".
     output      stdout + stderr, and each file written: OUTPUT_MB (an I/O test: its stdout).
                 What we read back: REPORT_MB, plus each I/O test's output (judged on arrival).
-    processes   MAX_PROCS, threads included: RLIMIT_NPROC counts per uid, and root ignores it,
+    processes   MAX_PROCS (16 without a cgroup), threads included: RLIMIT_NPROC counts per uid, and root ignores it,
                 hence a uid of the run's own; in a user namespace it counts uid 0 of that
                 namespace, i.e. the run alone (Linux 5.14+ counts it per user namespace).
 """

@@ -160,7 +160,7 @@ def parents():
         try:
             return 2, {"": v2_parent(os.path.join(where[""], own[""].lstrip("/")))}
         except OSError as e:
-            errors.append(f"v2: {e}")
+            errors.append(f"v2: {e.strerror or e}")
     if "memory" in where:
         found = {}
         for name in ("memory", "cpu", "pids"):
@@ -169,7 +169,7 @@ def parents():
                     found[name] = made(os.path.join(where[name], own.get(name, "/").lstrip("/"), NAME))
                 except OSError as e:
                     if name == "memory":
-                        errors.append(f"v1: {e}")
+                        errors.append(f"v1: {e.strerror or e}")
                         break
             if name == "memory" and name not in found:
                 break
