@@ -84,7 +84,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-from sandboxing import check, judge, launch, memory, process, special_checker
+from sandboxing import bombs, check, judge, launch, memory, process, special_checker
 from sandboxing.judge import VERDICTS, _plan  # noqa: F401  (re-exported: sandbox._plan, sandbox.VERDICTS)
 from sandboxing.confine import ISOLATED
 from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
@@ -312,10 +312,17 @@ def require(unsafe: bool, show: bool = True, memory_mb: int | None = None) -> di
                        "guaranteed": memory.guaranteed()}}
 
 
-if __name__ == "__main__":  # python sandbox.py --check: what is in force here, one line per guarantee
-    if sys.argv[1:] != ["--check"]:
-        sys.exit("usage: python sandbox.py --check")
+if __name__ == "__main__":  # python sandbox.py --check [--deep]: what is in force here, one line per guarantee
+    if sys.argv[1:] not in (["--check"], ["--check", "--deep"]):
+        sys.exit("usage: python sandbox.py --check [--deep]")
     chosen = isolation()
     print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, memory.max_procs(MAX_PROCS)))))
     print(memory.describe(MEMORY_MB))
-    sys.exit(0 if chosen.isolated else 1)
+    held = True
+    if "--deep" in sys.argv:  # each hostile memory program against a small budget: all must be stopped
+        memory.set_budget(bombs.DEEP_BUDGET_MB)
+        found = bombs.deep_check(run_program, "cgroup" if memory.guaranteed() else "watchdog")
+        print(f"memory, {bombs.DEEP_BUDGET_MB} MiB a run: " + ", ".join(
+            f"{name} {'held' if ok else 'GOT THROUGH'} ({verdict})" for name, ok, verdict in found))
+        held = all(ok for _, ok, _ in found)
+    sys.exit(0 if chosen.isolated and held else 1)
