@@ -59,6 +59,7 @@ class Ran:
     memory: str | None = None
     peak_mb: float = 0.0
     error: str = ""
+    wall_s: float = 0.0  # from the spawn to the child reaped (not the cgroup's removal after it)
 
 
 def run(job, key, feed, limit, deadline_s, env):
@@ -75,12 +76,12 @@ def run(job, key, feed, limit, deadline_s, env):
         except OSError as e:
             return Ran(error=f"memory cgroup: {e}"[:300])
         try:
-            return _spawned(job, key, feed, limit, start + deadline_s, env, workdir, meter)
+            return _spawned(job, key, feed, limit, start, start + deadline_s, env, workdir, meter)
         finally:
             meter.close()
 
 
-def _spawned(job, key, feed, limit, deadline, env, workdir, meter):
+def _spawned(job, key, feed, limit, start, deadline, env, workdir, meter):
     mode, uid = job["mode"], job["uid"]
     job["cgroup_fds"], job["seccomp"] = list(meter.fds()), meter.group is None
     command = {"root": process.UNSHARE, "user": process.UNSHARE_USER}.get(mode, []) + [
@@ -111,7 +112,7 @@ def _spawned(job, key, feed, limit, deadline, env, workdir, meter):
             proc.stdin.write(marshal.dumps((process.CHILD_CODE, job)))
             proc.stdin.close()
         cut = process.read_until_exit(proc, deadline, feed, limit, watch=meter.over)
-        if cut is None and meter.over():  # the OOM killer struck a process, and the run ended before we looked
+        if cut is None and meter.oom_killed():  # the OOM killer struck, and the run ended before we looked
             cut = "memory"
     finally:
         if key_write is not None:
@@ -122,7 +123,8 @@ def _spawned(job, key, feed, limit, deadline, env, workdir, meter):
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         proc.stdout.close()
-    return Ran(status, usage.ru_utime + usage.ru_stime, cut, meter.cut if cut == "memory" else None, meter.peak_mb())
+    return Ran(status, usage.ru_utime + usage.ru_stime, cut, meter.cut if cut == "memory" else None, meter.peak_mb(),
+               wall_s=time.monotonic() - start)
 
 
 def seal(data: bytes, key: bytes) -> bytes:

@@ -86,13 +86,14 @@ def gauge(on: bool = True) -> None:
 @functools.cache
 def seccomp_works():
     """True when this kernel lets an unprivileged process install the filter (tried in a fresh
-    interpreter: prctl(PR_SET_NO_NEW_PRIVS), then the filter, then a memfd_create that must fail)."""
+    interpreter: prctl(PR_SET_NO_NEW_PRIVS), then the filter, then a memfd_create that must fail;
+    -B: no __pycache__ written into the project)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     probe = ("import os, sys\nsys.path.insert(0, sys.argv[1])\nfrom sandboxing import seccomp\n"
              "from sandboxing.child import libc\nlibc('prctl', 38, 1, 0, 0, 0)\nseccomp.refuse()\n"
              "try:\n    os.memfd_create('probe')\nexcept OSError:\n    sys.exit(0)\nsys.exit(1)\n")
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        return subprocess.run([sys.executable, "-I", "-S", "-c", probe, here], timeout=30,
+        return subprocess.run([sys.executable, "-I", "-S", "-B", "-c", probe, here], timeout=30,
                               capture_output=True).returncode == 0
     return False
 
@@ -185,6 +186,12 @@ class Meter:
             if held > self.budget:
                 self.cut = (f"over the memory budget ({self.budget >> 20} MiB for the run): {held >> 20} MiB "
                             "in its processes and tmpfs")
+        return self.cut
+
+    def oom_killed(self):
+        """After the run: did its cgroup's OOM killer strike (a process killed, the run ended anyway)?"""
+        if self.group is not None and not self.cut and self.group.oom_kills():
+            self.cut = f"over the memory budget ({self.budget >> 20} MiB for the run, all its processes)"
         return self.cut
 
     def sample(self):

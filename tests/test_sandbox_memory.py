@@ -226,3 +226,21 @@ def test_eval_counts_the_memory_verdict(budget):
     res = ev.score([add], [["def add(a, b):\n    return a + b\n", bomb]], [1], types.SimpleNamespace(sandbox_timeout=2.0,
                                                                                                     workers=2))
     assert res["verdicts"] == {"passed": 1, "memory": 1}
+
+
+@pytest.mark.skipif(not CGROUP_V1, reason="needs root and the cgroup v1 memory controller")
+def test_a_run_cgroup_holds_the_budget_a_core_and_the_task_limit():
+    """The v1 files of a run's cgroup: memory and memory + swap at the budget, one core of CPU time
+    per period (so --workers N runs take at most N cores), the run's tasks; removed afterwards."""
+    meter = memory.Meter("root", 256, 32)
+    try:
+        dirs = meter.group.dirs
+        read = lambda c, f: open(os.path.join(dirs[c], f)).read().strip()  # noqa: E731
+        assert read("memory", "memory.limit_in_bytes") == read("memory", "memory.memsw.limit_in_bytes") == str(256 << 20)
+        if "cpu" in dirs:
+            assert (read("cpu", "cpu.cfs_quota_us"), read("cpu", "cpu.cfs_period_us")) == ("100000", "100000")
+        if "pids" in dirs:
+            assert read("pids", "pids.max") == "34"
+    finally:
+        meter.close()
+    assert not any(os.path.exists(d) for d in dirs.values())
