@@ -79,16 +79,17 @@ def field(path, key):
     return 0
 
 
-def remove(path, tries=40):
-    """rmdir with retries (the last processes may still be exiting); True once gone."""
-    for _ in range(tries):
+def remove(path, tries=12):
+    """rmdir with retries, 1 ms, 2 ms, 4 ms ... (~4 s in all: the last processes may still be
+    exiting, and the kernel frees some of their memory asynchronously); True once gone."""
+    for k in range(tries):
         try:
             os.rmdir(path)
             return True
         except FileNotFoundError:
             return True
         except OSError:
-            time.sleep(0.025)
+            time.sleep(0.001 * 2 ** k)
     return False
 
 

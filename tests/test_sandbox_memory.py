@@ -232,7 +232,7 @@ def test_eval_counts_the_memory_verdict(budget):
 def test_a_run_cgroup_holds_the_budget_a_core_and_the_task_limit():
     """The v1 files of a run's cgroup: memory and memory + swap at the budget, one core of CPU time
     per period (so --workers N runs take at most N cores), the run's tasks; removed afterwards."""
-    meter = memory.Meter("root", 256, 32)
+    meter = memory.Meter("user", 256, 32)  # user mode as root: the pids controller too
     try:
         dirs = meter.group.dirs
         read = lambda c, f: open(os.path.join(dirs[c], f)).read().strip()  # noqa: E731
