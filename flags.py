@@ -69,6 +69,9 @@ def get_args(argv=None):
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")
     a("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
+    a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
+      help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
+           "gradients as row by row); off under gradient checkpointing")
     a("--max-grad-norm", type=float, default=1.0, help="gradient clipping of the LoRA weights (global norm)")
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
