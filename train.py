@@ -41,6 +41,7 @@ import eval as evaluation
 import grpo
 import models
 import planner  # noqa: F401 (train.planner: the roles' modules stay reachable)
+import ppo
 import progress
 import rollout
 import sandbox
@@ -48,6 +49,7 @@ import report
 import retriever
 import roles
 import sft
+import stepcoder
 import trackers
 import update
 import tree
@@ -107,6 +109,9 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     update_metrics = gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
     step_s = time.perf_counter() - t0
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
+
+
+STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step}  # --algo -> its step (docs/baselines.md)
 
 
 def role_sampler(policy, tok, args, clock):
@@ -286,7 +291,10 @@ def main(argv=None):
     distributed.broadcast_params(lora)
     if world > 1:
         torch.manual_seed(args.seed + rank)  # each rank samples its own completions
-    optimizer = torch.optim.AdamW(lora, lr=args.lr, weight_decay=0.0)
+    if args.algo not in STEPS:
+        raise TrainingError(f"--algo {args.algo} is not part of this version")
+    extra = ppo.setup(policy, args) if args.algo in ("ppo", "stepcoder") else []  # the critic; a frozen reference
+    optimizer = torch.optim.AdamW(lora + extra, lr=args.lr, weight_decay=0.0)
     if ckpt:
         state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
     tracker = None
@@ -335,7 +343,7 @@ def main(argv=None):
                          initial=state["step"], total=args.steps, disable=not main_rank):  # a resume goes on
             batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
             k = len(batch) // world  # this rank's slice: whole groups, never split
-            m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
+            m, samples = STEPS[args.algo](policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
             m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
             state["step"], state["consumed"] = step, state["consumed"] + len(batch)
             m = {"phase": "grpo", "step": step, **m}
