@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-import checkers
+from sandboxing import checkers
 import checkpoint
 import coder
 import data
