@@ -249,7 +249,7 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
 
     prefixes: None, or [B] beginnings of the Coder's reply (StepCoder's curriculum: "```python\\n" + a
     prefix of the reference solution): part of the prompt, never of the loss; the program is the prefix +
-    the completion. loss_mask(r, responses, programs, results) -> [N, T] 0/1 (StepCoder's FGO): which
+    the completion. loss_mask(r, responses, programs, traced results) -> [N, T] 0/1 (StepCoder's FGO): which
     completion tokens enter the POLICY loss (the value loss keeps every token). match=False: S = R_cs alone
     (StepCoder's reward is the compiler's feedback only).
     Returns (metrics of plain floats, samples: the first program of each problem).
@@ -268,9 +268,11 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
     responses = [(prefixes[i // n] if prefixes else "") + t for i, t in enumerate(r.texts)]
     codes = [coder.extract_code(t) for t in responses]
     programs = [coder.program(problems[i // n], c) for i, c in enumerate(codes)]
+    jobs = [problems[i // n].sandbox_job(p, args.sandbox_timeout) for i, p in enumerate(programs)]
     with clock("sandbox"):
-        results = sandbox.run_many([problems[i // n].sandbox_job(p, args.sandbox_timeout) for i, p in enumerate(programs)],
-                                   workers=args.workers, **({"coverage": True} if loss_mask else {}))
+        results = sandbox.run_many(jobs, workers=args.workers)
+        # FGO: a second, traced run for the lines alone (tracing slows a program: its verdict is not used)
+        traced = sandbox.run_many(jobs, workers=args.workers, coverage=True) if loss_mask else None
     with clock("reward"):  # 2. the score S = R_cs + R_ast + R_dfg
         cs = [execution_reward(p, res) for p, res in zip(programs, results)]
         matches = [code_match(c, problems[i // n].solution) if match else (0.0, 0.0) for i, c in enumerate(codes)]
@@ -287,7 +289,7 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
     rewards = token_rewards(score, logp_old, logp_ref, mask, beta)  # 3. [N, T]
     adv, returns = gae(rewards, v_old, mask, 1.0, args.gae_lambda)  # 4.
     adv = whiten(adv, mask)
-    keep = mask if loss_mask is None else mask * loss_mask(r, responses, programs, results).to(mask)
+    keep = mask if loss_mask is None else mask * loss_mask(r, responses, programs, traced).to(mask)
     w = grpo.loss_weights(keep, args.loss_type, args.max_code_tokens) * distributed.normaliser_share(keep, args.loss_type)
     wv = grpo.loss_weights(mask, args.loss_type, args.max_code_tokens) * distributed.normaliser_share(mask, args.loss_type)
     rows = [i for i in range(len(mask)) if mask[i].sum() > 0]
