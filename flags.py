@@ -13,6 +13,7 @@ import retriever
 import roles
 import trackers
 
+ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
@@ -47,9 +48,20 @@ def get_args(argv=None):
     a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
       help="a node's reward (plan, retrieval): mean or best of the final programs below it")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
-    a("--roles", "--train-roles", dest="roles", default="planner,coder",
-      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code) | coder (single-agent GRPO: G*M codes "
-           "per problem) | planner,coder,debugger | retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--roles", "--train-roles", dest="roles", default=None,
+      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code, the default with --algo grpo) | coder "
+           "(single-agent GRPO: G*M codes per problem; the only chain of the other --algo arms) | planner,coder,debugger "
+           "| retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--algo", default="grpo", choices=ALGOS,
+      help="training method (docs/baselines.md): grpo (collaboration-aware GRPO, CoRe-Code) | ppo (PPOCoder: a "
+           "critic, GAE, the KL in the reward) | stepcoder (PPO + a curriculum of completion subtasks + the loss on "
+           "executed lines only) | codedpo (DPO on self-verified pairs); all but grpo train the Coder alone")
+    a("--vf-coef", type=float, default=1e-3, help="ppo/stepcoder: weight of the clipped value loss (PPOCoder's)")
+    a("--kl-coef", type=float, default=0.05, help="ppo/stepcoder: initial beta of the KL in the per-token reward")
+    a("--kl-target", type=float, default=1.0, help="ppo/stepcoder: KL per program the adaptive beta steers to")
+    a("--gae-lambda", type=float, default=0.95, help="ppo/stepcoder: GAE lambda (gamma is 1)")
+    a("--cccs-stages", type=int, default=4,
+      help="stepcoder: K curriculum stages over --steps, from the last conditional of each reference to no prefix")
     a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
     a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
@@ -94,8 +106,10 @@ def get_args(argv=None):
     if args.out and not args.overwrite and checkpoint.holds_work(args.out):
         ap.exit(2, f"error: --out {args.out} already holds a run: --resume {args.out} to go on, "
                 "--overwrite to start it over (erasing it), or another --out\n")  # one line, no usage block
+    if args.algo != "grpo" and args.roles not in (None, "coder"):
+        ap.error(f"--algo {args.algo} trains the Coder alone, as its paper: leave out --roles or give --roles coder")
     try:
-        args.roles = roles.parse_chain(args.roles)
+        args.roles = roles.parse_chain(args.roles or ("planner,coder" if args.algo == "grpo" else "coder"))
     except ValueError as e:
         ap.error(str(e))
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
