@@ -85,6 +85,17 @@ def get_args(argv=None):
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
     a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
     a("--profile", action="store_true", help="print seconds per phase of a step at the end")
+    a("--algo", default="grpo", choices=["grpo", "codedpo"],
+      help="training method (docs/baselines.md): grpo (CoRe-Code's, --roles) | codedpo (CodeDPO: DPO on the "
+           "Coder's own programs ranked by its own tests; the Coder alone)")
+    a("--dpo-programs", type=int, default=None, help="codedpo: programs per problem (default G*M, the GRPO group; paper 8)")
+    a("--dpo-tests", type=int, default=4, help="codedpo: test completions per problem, one assert each (paper 8)")
+    a("--max-test-tokens", type=int, default=48, help="codedpo: token budget of a test completion")
+    a("--dpo-temperature", type=float, default=1.0, help="codedpo: sampling temperature of programs and tests (paper: high)")
+    a("--dpo-rounds", type=int, default=10, help="codedpo: rounds T of the self-validation score (paper 10)")
+    a("--dpo-damping", type=float, default=0.85, help="codedpo: damping d of the self-validation score (paper 0.85)")
+    a("--dpo-beta", type=float, default=0.1, help="codedpo: DPO beta (not in the paper: ours)")
+    a("--nll-weight", type=float, default=1.0, help="codedpo: weight alpha of the chosen program's NLL (RPO form)")
     args = ap.parse_args(argv)
     if args.resume:  # the run's own config.json; flags given again must agree
         return checkpoint.resume_args(ap, argv, args.resume)
@@ -95,6 +106,8 @@ def get_args(argv=None):
         args.roles = roles.parse_chain(args.roles)
     except ValueError as e:
         ap.error(str(e))
+    if args.algo == "codedpo":
+        args.roles = ["coder"]  # CodeDPO trains the Coder alone, as its paper
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
         args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
     return args

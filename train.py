@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 import checkers
 import checkpoint
+import codedpo
 import coder
 import data
 import distributed
@@ -107,6 +108,9 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     update_metrics = gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
     step_s = time.perf_counter() - t0
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
+
+
+STEPS = {"grpo": grpo_step, "codedpo": codedpo.codedpo_step}  # --algo: the step of each training method (flags.py)
 
 
 def role_sampler(policy, tok, args, clock):
@@ -335,7 +339,7 @@ def main(argv=None):
                          initial=state["step"], total=args.steps, disable=not main_rank):  # a resume goes on
             batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
             k = len(batch) // world  # this rank's slice: whole groups, never split
-            m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
+            m, samples = STEPS[args.algo](policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
             m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
             state["step"], state["consumed"] = step, state["consumed"] + len(batch)
             m = {"phase": "grpo", "step": step, **m}
