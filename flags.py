@@ -13,6 +13,7 @@ import retriever
 import roles
 import trackers
 
+ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
@@ -47,9 +48,14 @@ def get_args(argv=None):
     a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
       help="a node's reward (plan, retrieval): mean or best of the final programs below it")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
-    a("--roles", "--train-roles", dest="roles", default="planner,coder",
-      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code) | coder (single-agent GRPO: G*M codes "
-           "per problem) | planner,coder,debugger | retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--roles", "--train-roles", dest="roles", default=None,
+      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code, the default with --algo grpo) | coder "
+           "(single-agent GRPO: G*M codes per problem; the only chain of the other --algo arms) | planner,coder,debugger "
+           "| retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--algo", default="grpo", choices=ALGOS,
+      help="training method (docs/baselines.md): grpo (collaboration-aware GRPO, CoRe-Code) | ppo (PPOCoder: a "
+           "critic, GAE, the KL in the reward) | stepcoder (PPO + a curriculum of completion subtasks + the loss on "
+           "executed lines only) | codedpo (DPO on self-verified pairs); all but grpo train the Coder alone")
     a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
     a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
@@ -85,9 +91,7 @@ def get_args(argv=None):
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
     a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
     a("--profile", action="store_true", help="print seconds per phase of a step at the end")
-    a("--algo", default="grpo", choices=["grpo", "codedpo"],
-      help="training method (docs/baselines.md): grpo (CoRe-Code's, --roles) | codedpo (CodeDPO: DPO on the "
-           "Coder's own programs ranked by its own tests; the Coder alone)")
+    # CodeDPO (codedpo.py, docs/baselines.md#codedpo)
     a("--dpo-programs", type=int, default=None, help="codedpo: programs per problem (default G*M, the GRPO group; paper 8)")
     a("--dpo-tests", type=int, default=4, help="codedpo: test completions per problem, one assert each (paper 8)")
     a("--max-test-tokens", type=int, default=48, help="codedpo: token budget of a test completion")
@@ -102,12 +106,12 @@ def get_args(argv=None):
     if args.out and not args.overwrite and checkpoint.holds_work(args.out):
         ap.exit(2, f"error: --out {args.out} already holds a run: --resume {args.out} to go on, "
                 "--overwrite to start it over (erasing it), or another --out\n")  # one line, no usage block
+    if args.algo != "grpo" and args.roles not in (None, "coder"):
+        ap.error(f"--algo {args.algo} trains the Coder alone, as its paper: leave out --roles or give --roles coder")
     try:
-        args.roles = roles.parse_chain(args.roles)
+        args.roles = roles.parse_chain(args.roles or ("planner,coder" if args.algo == "grpo" else "coder"))
     except ValueError as e:
         ap.error(str(e))
-    if args.algo == "codedpo":
-        args.roles = ["coder"]  # CodeDPO trains the Coder alone, as its paper
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
         args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
     return args

@@ -110,7 +110,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
 
 
-STEPS = {"grpo": grpo_step, "codedpo": codedpo.codedpo_step}  # --algo: the step of each training method (flags.py)
+STEPS = {"grpo": grpo_step, "codedpo": codedpo.codedpo_step}  # --algo -> its step (docs/baselines.md)
 
 
 def role_sampler(policy, tok, args, clock):
@@ -290,6 +290,8 @@ def main(argv=None):
     distributed.broadcast_params(lora)
     if world > 1:
         torch.manual_seed(args.seed + rank)  # each rank samples its own completions
+    if args.algo not in STEPS:
+        raise TrainingError(f"--algo {args.algo} is not part of this version")
     optimizer = torch.optim.AdamW(lora, lr=args.lr, weight_decay=0.0)
     if ckpt:
         state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
