@@ -250,6 +250,8 @@ def codedpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[d
         s_c, s_t = mutual_scores(A, args.dpo_rounds, args.dpo_damping)
         has_code = [programs[b * n_c + i] is not None for i in range(n_c)]
         for c, r, kind in choose_pairs(s_c, s_t, A, cpu, has_code):  # 3.
+            if programs[b * n_c + c] == programs[b * n_c + r]:
+                continue  # the same program twice (timing noise): nothing to prefer
             pairs.append((b * n_c + c, b * n_c + r))
             kinds[kind] += 1
         rho = spearman(s_c.tolist(), [hidden[b * n_c + i].pass_rate for i in range(n_c)])

@@ -9,7 +9,7 @@ Mode 'direct': the Coder writes code from the problem alone; 'plan': the Planner
 and the Coder follows it; 'plan+debug', 'retrieve+plan' and 'mapcoder' (retriever, planner, coder,
 debugger: MapCoder's chain) add a Retriever above the Planner and / or a Debugger that repairs each
 program failing its visible test, up to --debug-rounds times (MODES; one tree builder, tree.py, as in
-training). --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
+training). Mode 'collab' is CollabCoder (collab.py): prompted plan-code co-evolution, training-free. --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
 each run in its own mode (plan for a Planner+Coder run, direct for a single-agent `--roles coder` run,
 mapcoder for the four-role chain, ...: mode_of) on every dataset, then
 report.py writes results.json, results.md (the paper-style table) and curves.png.
@@ -112,7 +112,7 @@ def collab_programs(model, tok, problems, args, adapters: dict | None) -> tuple[
     """`generate_programs` for mode 'collab' (collab.solve): --n runs of CollabCoder per problem, --batch-size
     problems in lock-step. Plan calls answer with the Planner's adapter, code calls with the Coder's (when
     the run trained them), every other call with the base model; budgets --max-plan-tokens,
-    --max-code-tokens, --collab-tokens. Stats add calls_per_problem (every model call) and fallback_rate
+    --max-code-tokens, --collab-tokens (twice that for the scoring JSON). Stats add calls_per_problem (every model call) and fallback_rate
     (the share of decisions that fell back to 'update code only': a tie or a reply that did not parse)."""
     peft = sys.modules.get("peft")
     is_peft = peft is not None and isinstance(model, peft.PeftModel)
@@ -123,7 +123,7 @@ def collab_programs(model, tok, problems, args, adapters: dict | None) -> tuple[
         trained = adapters is not None and role in adapters
         if trained:
             model.set_adapter(adapters[role])
-        budget = roles.max_tokens(args, role) if role else args.collab_tokens
+        budget = roles.max_tokens(args, role) if role else args.collab_tokens * (2 if stage == "scoring" else 1)
         with model.disable_adapter() if is_peft and not trained else nullcontext():
             r = rollout.sample(model, tok, chats, 1, budget, args.temperature, stop=coder.STOP if role == "coder" else None)
         if role:
@@ -257,7 +257,7 @@ def get_args(argv=None):
       "the code, and a strategy carried across rounds; training-free, docs/baselines.md)")
     a("--collab-rounds", type=int, default=2, help="collab: revision rounds after a failing visible test (paper 5)")
     a("--collab-tokens", type=int, default=96,
-      help="collab: token budget of its understanding, analysis, scoring and strategy replies")
+      help="collab: token budget of its understanding, analysis and strategy replies (the scoring JSON: twice that)")
     a("--debug-rounds", type=int, default=3, help="repair rounds of the debugger modes (stop once the visible test passes)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
     a("--n-samples", "--n", dest="n", type=int, default=1, help="samples per problem")

@@ -187,3 +187,21 @@ def test_train_one_step_with_algo_codedpo(tmp_path):
     assert {"dpo_pairs", "score_spearman", "self_tests"} <= steps[0].keys()
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["algo"] == "codedpo" and cfg["roles"] == ["coder"]
+
+
+def test_the_reference_reads_an_init_runs_coder_adapter(tiny_policy, tokenizer, tmp_path):
+    """reference_weights(run folder) reads adapters/coder as train.py saves it; inside `reference` the
+    Coder computes what it computed when saved, though it has trained since."""
+    tiny_policy.set_adapter("coder")
+    r = rollout.from_texts(tokenizer, [[{"role": "user", "content": "hi"}]], ["def f(): pass"])
+    tiny_policy.save_pretrained(tmp_path / "adapters", selected_adapters=["coder"])  # as checkpoint.save_adapters
+    with torch.no_grad():
+        saved = rollout.logprobs(tiny_policy, r)
+        for n, p in tiny_policy.named_parameters():
+            if "lora_B.coder" in n:
+                p.add_(0.05)  # "training"
+        moved = rollout.logprobs(tiny_policy, r)
+        with codedpo.reference(tiny_policy, codedpo.reference_weights(tmp_path)):
+            ref = rollout.logprobs(tiny_policy, r)
+        after = rollout.logprobs(tiny_policy, r)
+    assert torch.allclose(ref, saved, atol=1e-6) and torch.equal(after, moved) and not torch.allclose(moved, saved)
