@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from sandboxing import checkers
 import checkpoint
+import codedpo
 import data
 import distributed
 import efficiency
@@ -106,7 +107,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
 
 
-STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step}  # --algo -> its step (docs/baselines.md)
+STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}  # --algo -> its step (docs/baselines.md)
 
 
 def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
