@@ -107,7 +107,8 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
 
 
-STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}  # --algo -> its step (docs/baselines.md)
+# --algo -> its step function, each with grpo_step's signature and metrics (docs/baselines.md)
+STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}
 
 
 def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
