@@ -297,6 +297,22 @@ def test_micro_batches_and_masked_samples(tiny_policy, tokenizer, loss_type):  #
     assert masked == pytest.approx(removed, abs=1e-5) and masked != pytest.approx(full_loss, abs=1e-3)
 
 
+@pytest.mark.parametrize("loss_type, w0, w2", [("token", 1 / 5, 1 / 5), ("grpo", 1 / 6, 1 / 4), ("dr_grpo", 1 / 32, 1 / 32)])
+def test_an_empty_completion_stays_out_of_the_normaliser(tiny_policy, tokenizer, monkeypatch, loss_type, w0, w2):
+    """One group of 3 completions, the middle one empty (Rollout.valid False): 'a b' + EOS (3 tokens), '' + EOS
+    (1 token), 'c' + EOS (2 tokens). By hand, the weights grpo_loss gets: token: 1 / (3 + 2) on each of rows
+    0 and 2; grpo: 1 / (3 * 2) and 1 / (2 * 2) (2 sequences); dr_grpo: 1 / (2 * 16). Catches: the empty
+    completion's EOS counted in the normaliser (update.py's mask without `* valid`: 1/6, 1/9 and 1/6, 1/48)."""
+    r = rollout.from_texts(tokenizer, [CHATS[0]] * 3, ["a b", "", "c"])
+    assert r.mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]] and r.valid.tolist() == [True, False, True]
+    seen = []
+    real = grpo.grpo_loss
+    monkeypatch.setattr(grpo, "grpo_loss", lambda logp, old, ref, adv, w, *a: seen.append(w.clone()) or real(logp, old, ref, adv, w, *a))
+    args = train.get_args(["--loss-type", loss_type, "--micro-batch", "8"])
+    update.policy_update(tiny_policy, "coder", r, torch.tensor([1.0, 0.0, -1.0]), r.valid, 16, args, progress.Clock("cpu"))
+    assert len(seen) == 1 and seen[0].flatten().tolist() == pytest.approx([w0] * 3 + [w2, w2, 0.0], rel=1e-6)
+
+
 def test_memory_rss_flat_over_30_steps(tiny_policy, tokenizer, monkeypatch):  # docs/algorithm.md#memory-grows-step-after-step
     """RSS after step 5 and after step 30 within 5%. Catches: metrics kept as tensors (each holds its
     graph), a list of losses with grad, rollouts appended to a history."""
