@@ -279,7 +279,8 @@ def load_policy(run: Run) -> None:
     rank, AdamW on the adapters, and a checkpoint's adapters, optimizer and RNG (--resume)."""
     args = run.args
     base, run.tok = models.load_base(args.model, run.device, run.quant, args.dtype)
-    run.policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha)
+    run.policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha,
+                                          gradient_checkpointing=args.gradient_checkpointing)
     if args.init and not run.ckpt:  # a role the earlier run did not have (a new Debugger) starts fresh
         models.init_role_adapters(run.policy, args.init, [r for r in args.roles if r in models.ROLES or
                                                           (Path(args.init) / "adapters" / r).exists()])
