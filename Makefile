@@ -96,10 +96,12 @@ clean:
 
 # Course (course/EXERCISES.md): the student handout, built from the solution markers and checked
 # (reference passes, every stub fails its tests, every registry mutant is caught); then grading.
+# `make handout` again rebuilds it (--force: the old copy is replaced once the checks pass, and it says so);
+# `make grade ARGS=path/to/submission` grades a submission (bare `make grade`: this tree, the reference).
 HANDOUT ?= runs/handout
 .PHONY: handout grade
 handout: $(VENV)/.installed
-	$(PY) course/handout.py $(HANDOUT) $(ARGS)
+	$(PY) course/handout.py $(HANDOUT) --force $(ARGS)
 
 grade: $(VENV)/.installed
 	$(PY) course/grade.py $(ARGS)
