@@ -81,6 +81,9 @@ def get_args(argv=None):
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")
     a("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
+    a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
+      help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
+           "gradients as row by row); off under gradient checkpointing")
     a("--max-grad-norm", type=float, default=1.0, help="gradient clipping of the LoRA weights (global norm)")
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
@@ -97,6 +100,15 @@ def get_args(argv=None):
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
     a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
     a("--profile", action="store_true", help="print seconds per phase of a step at the end")
+    # CodeDPO (codedpo.py, docs/baselines.md#codedpo)
+    a("--dpo-programs", type=int, default=None, help="codedpo: programs per problem (default G*M, the GRPO group; paper 8)")
+    a("--dpo-tests", type=int, default=4, help="codedpo: test completions per problem, one assert each (paper 8)")
+    a("--max-test-tokens", type=int, default=48, help="codedpo: token budget of a test completion")
+    a("--dpo-temperature", type=float, default=1.0, help="codedpo: sampling temperature of programs and tests (paper: high)")
+    a("--dpo-rounds", type=int, default=10, help="codedpo: rounds T of the self-validation score (paper 10)")
+    a("--dpo-damping", type=float, default=0.85, help="codedpo: damping d of the self-validation score (paper 0.85)")
+    a("--dpo-beta", type=float, default=0.1, help="codedpo: DPO beta (not in the paper: ours)")
+    a("--nll-weight", type=float, default=1.0, help="codedpo: weight alpha of the chosen program's NLL (RPO form)")
     args = ap.parse_args(argv)
     if args.resume:  # the run's own config.json; flags given again must agree
         return checkpoint.resume_args(ap, argv, args.resume)
