@@ -43,6 +43,9 @@ def load_humaneval(path=None) -> list[Problem]:
     return problems
 
 
+MBPP_TEST_INTRO = "\nYour code should pass this test:\n"  # between an MBPP statement and its first test
+
+
 def mbpp_problem(r: dict, where: str = "mbpp") -> Problem:
     """One MBPP record (original: text/code/test_list/test_setup_code; sanitized: prompt/test_imports)."""
     try:
@@ -56,7 +59,7 @@ def mbpp_problem(r: dict, where: str = "mbpp") -> Problem:
     entry = next((d for d in defined if d in called), defined[0] if defined else None)
     if entry is None:
         raise DataError(f"{where}: cannot find the function under test")
-    prompt = f"{text}\nYour code should pass this test:\n{tests[0]}\n"
+    prompt = f"{text}{MBPP_TEST_INTRO}{tests[0]}\n"
     return Problem(f"mbpp/{r['task_id']}", prompt, entry, tuple(tests), setup, code)
 
 

@@ -63,7 +63,7 @@ def base_modes(run_modes: list) -> list:
     return [m for m in MODES if m in ("direct", "plan") or m in run_modes]
 
 
-def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -> tuple[list, dict]:
+def generate_programs(model, tok, problems, mode, args, adapters: dict | None, costs: list | None = None) -> tuple[list, dict]:
     """n programs per problem for a mode of MODES, through the one rollout tree (tree.build).
 
     direct: n codes per problem; with a Planner: n plans, one program each (after one retrieval, when the
@@ -72,7 +72,8 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     adapters: {role: adapter name} of a trained run, or None for the base model (adapters off); a role the
     run did not train runs on the base model too.
     Returns (programs: one list of n str | None per problem, stats: mean tokens per role's completion,
-    share of code completions truncated at --max-code-tokens).
+    share of code completions truncated at --max-code-tokens). costs: a list, when given, gets one
+    (model calls, generated tokens) pair per problem appended (tree_costs), in the problems' order.
     """
     chain = roles.parse_chain(MODES[mode])
     planned = "planner" in chain
@@ -93,16 +94,40 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
             truncated.extend(r.truncated.float().tolist())  # 1.0: the completion hit --max-code-tokens (no EOS)
         return r
 
+    # Batches of problems with prompts of similar length (by default): less left padding in every forward.
+    # Greedy decoding of a row does not depend on the rows beside it (up to float rounding), so this only
+    # changes the speed; the programs go back into the problems' order below.
+    order = sorted(range(len(problems)), key=lambda i: len(problems[i].prompt)) \
+        if getattr(args, "batch_order", "length") == "length" else list(range(len(problems)))
+    programs, calls, toks = {}, {}, {}
     for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
-        t = tree.build(problems[s:s + args.batch_size], chain, sizes, generate,
+        batch = order[s:s + args.batch_size]
+        t = tree.build([problems[i] for i in batch], chain, sizes, generate,
                        lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None)),
                        getattr(args, "sandbox_timeout", 4.0), debug_rounds=getattr(args, "debug_rounds", 3), judge=False)
-        out += t.final_programs()
+        programs.update(zip(batch, t.final_programs()))
+        for i, (c, n) in zip(batch, tree_costs(t)):
+            calls[i], toks[i] = c, n
+    out = [programs[i] for i in range(len(problems))]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     stats = {"plan_tokens": mean(tokens.get("planner", [])), "code_tokens": mean(tokens["coder"]),
              "truncated_codes": mean(truncated)}
     stats.update({TOKENS[r]: mean(tokens[r]) for r in chain if r in ("retriever", "debugger")})
+    if costs is not None:
+        costs += [(calls[i], toks[i]) for i in range(len(problems))]
     return out, stats
+
+
+def tree_costs(t) -> list[tuple[int, int]]:
+    """(model calls, generated tokens) of each problem of a rollout tree: every node below a root is one
+    completion (one call's row for that problem), its tokens those of its completion mask."""
+    out = [[0, 0] for _ in t.problems]
+    for n in t.nodes:
+        if n.role != "problem":
+            r = t.outputs[n.role][n.call]
+            out[n.problem][0] += 1
+            out[n.problem][1] += int(r.mask[n.row].sum()) if hasattr(r, "mask") else 0
+    return [tuple(x) for x in out]
 
 
 def reference_costs(problems, args) -> list:
@@ -155,9 +180,15 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
     rows = {}
     for name, adapters, mode in systems:
         t = time.perf_counter()
-        programs, tokens = generate_programs(model, tok, problems, mode, args, adapters)
+        costs = []  # (model calls, generated tokens) per problem
+        programs, tokens = generate_programs(model, tok, problems, mode, args, adapters, costs)
         gen_s = time.perf_counter() - t
         rows[name] = {"mode": mode, **score(problems, programs, ks, args, refs), **tokens, "generation_s": gen_s}
+        for row, (c, n) in zip(rows[name]["problems"], costs):
+            row["calls"], row["tokens"] = c, n
+        if costs:
+            rows[name]["calls_per_problem"] = sum(c for c, _ in costs) / len(costs)
+            rows[name]["tokens_per_problem"] = sum(n for _, n in costs) / len(costs)
         print(f"  {name:24} " + " ".join(f"pass@{k} {100 * rows[name][f'pass@{k}']:5.1f}%" for k in ks)
               + f"  ({gen_s:.0f} s)", flush=True)
     return rows
@@ -216,6 +247,8 @@ def get_args(argv=None):
     a("--max-plan-tokens", type=int, default=48, help="as in training")
     a("--max-code-tokens", type=int, default=256, help="token budget of a program")
     a("--batch-size", type=int, default=32, help="problems per generate call")
+    a("--batch-order", default="length", choices=["length", "given"],
+      help="length: batch problems of similar prompt length together (less padding); given: the set's order")
     a("--limit", type=int, default=None, help="only the first N problems of each dataset")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
