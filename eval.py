@@ -19,7 +19,9 @@ JSON keeps one row per problem and system, so intervals and paired tests (stats.
 """
 import argparse
 import json
+import os
 import platform
+import random
 import sys
 import time
 from contextlib import nullcontext
@@ -28,6 +30,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import cache
 import checkers
 import coder
 import data
@@ -37,6 +40,7 @@ import report
 import roles
 import rollout
 import sandbox
+import stats
 import tree
 from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
 
@@ -174,23 +178,50 @@ def score(problems, programs, ks, args, refs: list | None = None) -> dict:
     return {**table, "verdicts": {v: verdicts.count(v) for v in sandbox.VERDICTS if v in verdicts}, "problems": rows}
 
 
-def run_systems(model, tok, problems, systems, ks, args, refs: list | None = None) -> dict:
-    """{system name: row} for systems [(name, adapters dict | None, mode)] on one problem set;
-    refs: the problems' reference costs (see score)."""
+SINGLE_PASS = ("direct", "plan")  # one program from at most two calls; every other mode makes more
+
+
+def subset(problems: list, size: int | None, name: str) -> list[int]:
+    """Indices of a fixed seeded sample of `size` problems of set `name` (all for None / 0 / size >= len),
+    in the set's order. The sample of a smaller size lies inside that of a larger one (the first indices
+    of one seeded permutation), so systems on fewer problems are paired with the others on those."""
+    order = list(range(len(problems)))
+    if not size or size >= len(problems):
+        return order
+    random.Random(f"{stats.SEED}:{name}").shuffle(order)
+    return sorted(order[:size])
+
+
+def run_systems(model, tok, problems, systems, ks, args, refs: list | None = None, name: str = "",
+                digests: dict | None = None) -> dict:
+    """{system name: row} for systems [(name, adapters dict | None, mode)] on one problem set `name`;
+    refs: the problems' reference costs (see score). With --multi-sample M, a system in a mode other than
+    SINGLE_PASS sees only `subset(problems, M)`. With --cache, a result stored under the same key
+    (cache.key: digests[system] = its adapters' digest) is read instead of computed."""
     rows = {}
-    for name, adapters, mode in systems:
+    for system, adapters, mode in systems:
+        idx = subset(problems, getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None, name)
+        probs, prefs = [problems[i] for i in idx], [(refs or [None] * len(problems))[i] for i in idx]
+        k = cache.key(args, mode, (digests or {}).get(system, ""), [p.task_id for p in probs])
+        if getattr(args, "cache", None) and (row := cache.get(args.cache, system, name, k)) is not None:
+            rows[system] = row
+            print(f"  {system:24} cached ({cache.path(args.cache, system, name)})", flush=True)
+            continue
         t = time.perf_counter()
         costs = []  # (model calls, generated tokens) per problem
-        programs, tokens = generate_programs(model, tok, problems, mode, args, adapters, costs)
+        programs, tokens = generate_programs(model, tok, probs, mode, args, adapters, costs)
         gen_s = time.perf_counter() - t
-        rows[name] = {"mode": mode, **score(problems, programs, ks, args, refs), **tokens, "generation_s": gen_s}
-        for row, (c, n) in zip(rows[name]["problems"], costs):
-            row["calls"], row["tokens"] = c, n
+        row = {"mode": mode, **score(probs, programs, ks, args, prefs), **tokens, "generation_s": gen_s}
+        for r, (c, n) in zip(row["problems"], costs):
+            r["calls"], r["tokens"] = c, n
         if costs:
-            rows[name]["calls_per_problem"] = sum(c for c, _ in costs) / len(costs)
-            rows[name]["tokens_per_problem"] = sum(n for _, n in costs) / len(costs)
-        print(f"  {name:24} " + " ".join(f"pass@{k} {100 * rows[name][f'pass@{k}']:5.1f}%" for k in ks)
-              + f"  ({gen_s:.0f} s)", flush=True)
+            row["calls_per_problem"] = sum(c for c, _ in costs) / len(costs)
+            row["tokens_per_problem"] = sum(n for _, n in costs) / len(costs)
+        rows[system] = row
+        if getattr(args, "cache", None):
+            cache.put(args.cache, system, name, k, row)
+        print(f"  {system:24} " + " ".join(f"pass@{k} {100 * row[f'pass@{k}']:5.1f}%" for k in ks)
+              + f"  ({gen_s:.0f} s, {len(probs)} problems)", flush=True)
     return rows
 
 
@@ -236,7 +267,7 @@ def get_args(argv=None):
     a("--adapters", default=None, help="a train.py run folder: adds its rows ('trained')")
     a("--compare", nargs="+", default=None, metavar="[NAME=]RUN",
       help="train.py runs to compare with base direct and base plan (writes results.json/.md, curves.png)")
-    a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + " (without --compare): "
+    a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + " (with --compare: more base rows): "
       + "; ".join(f"{m} = {c}" for m, c in MODES.items()))
     a("--debug-rounds", type=int, default=3, help="repair rounds of the debugger modes (stop once the visible test passes)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
@@ -250,6 +281,11 @@ def get_args(argv=None):
     a("--batch-order", default="length", choices=["length", "given"],
       help="length: batch problems of similar prompt length together (less padding); given: the set's order")
     a("--limit", type=int, default=None, help="only the first N problems of each dataset")
+    a("--sample", type=int, default=None, help="a fixed seeded sample of N problems of each dataset (eval.subset)")
+    a("--multi-sample", type=int, default=None, help="systems in a mode other than direct / plan (several calls a "
+      "problem) see only a fixed seeded sample of N problems of each dataset, inside --sample's")
+    a("--cache", default=None, help="a folder: every (system, dataset) result is stored there, and read back "
+      "instead of recomputed when everything that decides it is unchanged (cache.py)")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
@@ -278,11 +314,13 @@ def get_args(argv=None):
 def main(argv=None):
     args = get_args(argv)
     torch.manual_seed(args.seed)
-    datasets = {}
+    datasets, set_sizes = {}, {}  # the problems evaluated, and how many the set has
     for spec in args.datasets.split(","):
         name, _, n = spec.partition("#")
         name += f"@{args.split}" if args.split and "@" not in name else ""
-        datasets[spec] = checkers.use(data.load(name)[:int(n) if n else args.limit], args.checker)
+        problems = checkers.use(data.load(name)[:int(n) if n else args.limit], args.checker)
+        datasets[spec] = [problems[i] for i in subset(problems, args.sample, spec)]
+        set_sizes[spec] = len(problems)
     names = list(datasets)
     isolation = sandbox.require(args.unsafe_sandbox)  # after loading: the problem files are covered
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
@@ -294,15 +332,20 @@ def main(argv=None):
         if args.adapters:  # one run, in every mode asked for
             runs = [(f"trained {m}", runs[0][1], m) for m in args.modes if m == "direct" or "planner" in runs[0][1]]
             against = {s: [f"base {m}"] for s, _, m in runs}
-    systems = [(f"base {m}", None, m) for m in (base_modes([m for _, _, m in runs]) if args.compare else args.modes)]
+    systems = [(f"base {m}", None, m) for m in (base_modes([m for _, _, m in runs] + args.modes) if args.compare else args.modes)]
     systems += runs
     present = {s for s, _, _ in systems}
+    run_dirs = {(n or Path(p).name): p for n, _, p in (c.rpartition("=") for c in args.compare or [])}
+    run_dirs.update({s: args.adapters for s, _, _ in systems if args.adapters and s.startswith("trained ")})
+    digests = {s: cache.adapters_digest(run_dirs.get(s)) for s in present} if args.cache else {}
     against = {s: [b for b in bs if b in present] for s, bs in against.items()}  # e.g. base plan not run
     model.eval()
-    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}",
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}", "cpu": report.machine(),
                "sandbox": isolation, "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
+               "sample": args.sample, "multi_sample": args.multi_sample, "set_sizes": set_sizes,
                "systems": [{"name": s, "mode": m, "adapters": a, "against": against.get(s, []),
-                             "siblings": siblings.get(s, [])} for s, a, m in systems],
+                             "siblings": siblings.get(s, []), "run": run_dirs.get(s)} for s, a, m in systems],
+               "load_start": os.getloadavg()[0],
                "results": {}, "references": {}, "checkers": {d: checkers.describe(p) for d, p in datasets.items()}}
     t0 = time.perf_counter()
     for d, problems in datasets.items():
@@ -311,8 +354,8 @@ def main(argv=None):
         results["references"][d] = {"with_solution": sum(bool(p.solution) for p in problems),
                                     "timed": sum(r is not None for r in refs)}
         print(f"  reference solutions: {results['references'][d]['timed']} of {len(problems)} passed with timing")
-        results["results"][d] = run_systems(model, tok, problems, systems, args.ks, args, refs)
-    results["wall_s"] = time.perf_counter() - t0
+        results["results"][d] = run_systems(model, tok, problems, systems, args.ks, args, refs, d, digests)
+    results["wall_s"], results["load_end"] = time.perf_counter() - t0, os.getloadavg()[0]
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if args.compare:
