@@ -99,11 +99,11 @@ frameworks: $(VENV)/.installed
 # PAPER_SMALL=1: the pipeline at tiny sizes in a few minutes (CI runs it: tests/test_paper.py), not the numbers.
 PAPER ?= runs/paper$(if $(PAPER_SMALL),-small)
 MBPP ?= $(if $(wildcard ../shared/data/mbpp.jsonl),../shared/data/mbpp.jsonl,mbpp)
-PAPER_MIN ?= 20
+PAPER_MIN ?= 15
 hash := \#
 PAPER_SETS ?= $(if $(PAPER_SMALL),humaneval$(hash)2$(comma)mbpp:$(MBPP)@test$(hash)2$(comma)val$(hash)2$(comma)io_val$(hash)2,humaneval$(comma)mbpp:$(MBPP)@test$(comma)val$(comma)io_val)
-PAPER_SAMPLE ?= $(if $(PAPER_FULL),,120)
-PAPER_MULTI ?= $(if $(PAPER_FULL),,$(if $(PAPER_SMALL),1,30))
+PAPER_SAMPLE ?= $(if $(PAPER_FULL)$(PAPER_SMALL),,25)
+PAPER_MULTI ?= $(if $(PAPER_FULL),,$(if $(PAPER_SMALL),1,8))
 PAPER_MBPP_TRAIN ?=
 PAPER_TRAIN = train,io_train$(if $(PAPER_MBPP_TRAIN),$(comma)$(PAPER)/mbpp_train.jsonl)
 PAPER_SIZES = $(if $(PAPER_SMALL),--max-plan-tokens 8 --max-code-tokens 16)

@@ -98,10 +98,12 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
             truncated.extend(r.truncated.float().tolist())  # 1.0: the completion hit --max-code-tokens (no EOS)
         return r
 
-    # Batches of problems with prompts of similar length (by default): less left padding in every forward.
-    # Greedy decoding of a row does not depend on the rows beside it (up to float rounding), so this only
-    # changes the speed; the programs go back into the problems' order below.
-    order = sorted(range(len(problems)), key=lambda i: len(problems[i].prompt)) \
+    # Batches of problems with prompts of similar length in tokens (by default): less left padding in every
+    # forward (MBPP's test split at 32 a batch: 1.57x the real prompt tokens instead of 2.19x in the set's
+    # order). Greedy decoding of a row does not depend on the rows beside it (up to float rounding), so this
+    # only changes the speed; the programs go back into the problems' order below.
+    size = (lambda p: len(tok(p.prompt, add_special_tokens=False).input_ids)) if tok is not None else (lambda p: len(p.prompt))
+    order = sorted(range(len(problems)), key=lambda i: size(problems[i])) \
         if getattr(args, "batch_order", "length") == "length" else list(range(len(problems)))
     programs, calls, toks = {}, {}, {}
     for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
