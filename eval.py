@@ -334,7 +334,8 @@ def main(argv=None):
         if args.adapters:  # one run, in every mode asked for
             runs = [(f"trained {m}", runs[0][1], m) for m in args.modes if m == "direct" or "planner" in runs[0][1]]
             against = {s: [f"base {m}"] for s, _, m in runs}
-    systems = [(f"base {m}", None, m) for m in (base_modes([m for _, _, m in runs] + args.modes) if args.compare else args.modes)]
+    asked = base_modes([m for _, _, m in runs] + args.modes) + [m for m in args.modes if m not in MODES]  # + collab
+    systems = [(f"base {m}", None, m) for m in (asked if args.compare else args.modes)]
     systems += runs
     present = {s for s, _, _ in systems}
     run_dirs = {(n or Path(p).name): p for n, _, p in (c.rpartition("=") for c in args.compare or [])}
