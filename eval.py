@@ -31,7 +31,6 @@ import torch
 from tqdm import tqdm
 
 import cache
-import checkers
 import coder
 import data
 import efficiency
@@ -42,6 +41,7 @@ import rollout
 import sandbox
 import stats
 import tree
+from sandboxing import checkers
 from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
 
 
@@ -296,7 +296,7 @@ def get_args(argv=None):
     a("--unsafe-sandbox", action="store_true", help="run programs even where no namespace can be made "
       "(python sandbox.py --check); every verdict is then marked unsafe")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
-      help="output checker of I/O tests: auto = each set's own (checkers.py); a name = that rule for every set")
+      help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=None, help="sandbox runs at a time (default: the CPU count)")
     a("--out", default=None, help="the JSON file to write, or an existing folder to write it into (named as by default); the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)

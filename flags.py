@@ -6,7 +6,7 @@ and, for --resume, takes the run's own config.json (checkpoint.resume_args).
 import argparse
 import os
 
-import checkers
+from sandboxing import checkers
 import checkpoint
 import models
 import retriever
@@ -69,10 +69,13 @@ def get_args(argv=None):
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")
     a("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
+    a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
+      help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
+           "gradients as row by row); off under gradient checkpointing")
     a("--max-grad-norm", type=float, default=1.0, help="gradient clipping of the LoRA weights (global norm)")
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
-      help="output checker of I/O tests: auto = each set's own (checkers.py); a name = that rule for every set")
+      help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
     a("--seed", type=int, default=0, help="seeds torch and the order of the problems")
     a("--out", default=None, help="run folder (default runs/<date-time>)")

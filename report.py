@@ -85,7 +85,7 @@ def markdown(results: dict) -> str:
                  f"run from the same start, p < {stats.ALPHA} "
                  "(McNemar's exact test when every per-problem score is 0 or 1, else the paired bootstrap).")
     if results.get("checkers"):
-        lines.append("\nOutput checkers of the I/O tests (checkers.py): "
+        lines.append("\nOutput checkers of the I/O tests (sandboxing/checkers.py): "
                      + "; ".join(f"{d}: {checker_note(results['checkers'].get(d, {}))}" for d in datasets) + ".")
     lines.append(f"\n\\* EffiBench's metrics (Huang et al. 2024) over the problems every system solves and whose "
                  f"reference passed ({notes}): ET = CPU ms of the tests themselves, MU = peak MiB of a test above "

@@ -3,10 +3,10 @@
 sandbox.py starts this as `python -I -S` (isolated: no PYTHON* variables, no user site, no current
 directory on sys.path; no `site`: ~5 ms less per run, site-packages are added back by hand), under
 `unshare` (pid 1 of new pid, network and IPC namespaces; in `user` mode inside a user namespace of
-its own), and writes on its stdin this file's code with its siblings' (sandbox_process.BOOT) and
+its own), and writes on its stdin this file's code with its siblings' (process.BOOT) and
 one marshalled job. Then, in order:
 
-  1. isolated modes: a mount namespace of our own (sandbox_confine.py: the filesystem read-only,
+  1. isolated modes: a mount namespace of our own (confine.py: the filesystem read-only,
      private tmpfs mounts, covers); then the rlimits; then the program's identity (a leased uid,
      or no capability at all) -- all before a byte of the program runs;
   2. stdin becomes /dev/null; stdout and stderr go to an unlinked file capped by RLIMIT_FSIZE;
@@ -25,7 +25,7 @@ one marshalled job. Then, in order:
 TOKEN is random per run, so printed fake reports are ignored, and a test counts only once its own
 report arrived, so `sys.exit(0)` or `os._exit(0)` cannot skip the rest.
 
-Why a fork per I/O test, with the figures: sandbox_io.py.
+Why a fork per I/O test, with the figures: io_tests.py.
 """
 import builtins
 import marshal
@@ -43,17 +43,17 @@ from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 from sys import setprofile, settrace
 from time import perf_counter
 
-from sandbox_child import (FunctionType, as_data, describe, guarded, is_plain, kill_others, others_cpu, peak_kib,
+from sandboxing.child import (FunctionType, as_data, describe, guarded, is_plain, kill_others, others_cpu, peak_kib,
                            plain, receive, redirect_stdio, send, set_limits, status_kib)
-from sandbox_confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
-from sandbox_io import io_tests
-from sandbox_judge import start_judge
+from sandboxing.confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
+from sandboxing.io_tests import io_tests
+from sandboxing.judge_process import start_judge
 
 TAMPERED = "the program modified the sandbox runner"
 
 
 def main(job):
-    for name in (__name__, "sandbox_child", "sandbox_confine", "sandbox_io", "sandbox_judge"):
+    for name in (__name__, "sandboxing.child", "sandboxing.confine", "sandboxing.io_tests", "sandboxing.judge_process"):
         del sys.modules[name]  # out of the program's easy reach
     report_fd, token, runner_pid = os.dup(1), job["token"].encode(), os.getpid()
 
