@@ -105,8 +105,10 @@ def markdown(results: dict) -> str:
         for s in results["systems"]:
             row = results["results"][d][s["name"]]
             toks = f"plan {row['plan_tokens']:.0f}, " if row.get("plan_tokens") is not None else ""
+            calls = (f"{row['calls_per_problem']:.1f} model calls per problem, decisions by the default "
+                     f"{row['fallback_rate']:.0%}; " if row.get("fallback_rate") is not None else "")  # collab
             lines.append(f"- {d} · {s['name']}: {row['verdicts']}; {toks}code {row['code_tokens']:.0f} tokens; "
-                         f"{row['generation_s']:.0f} s")
+                         f"{calls}{row['generation_s']:.0f} s")
     return "\n".join(lines)
 
 

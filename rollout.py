@@ -41,8 +41,12 @@ class Rollout:
 
 
 def encode_prompts(tok, chats: list, device) -> dict:
-    """Chat messages -> left-padded input_ids/attention_mask [B, P] (the chat template adds specials)."""
-    texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    """Chat messages -> left-padded input_ids/attention_mask [B, P] (the chat template adds specials).
+    A chat whose last message is the assistant's is a reply begun (StepCoder's prefix): the prompt ends
+    with that text, and the completion continues it."""
+    texts = [tok.apply_chat_template(c[:-1], tokenize=False, add_generation_prompt=True) + c[-1]["content"]
+             if c[-1]["role"] == "assistant" else tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+             for c in chats]
     return tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
 
 

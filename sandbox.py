@@ -184,6 +184,8 @@ class Result:
     test_wall_s: tuple = ()  # per test: wall s of the same
     test_mem_mb: tuple = ()  # per test: peak RSS above what the process held just before it, MiB
     unsafe: bool = False  # True: run without namespaces (--unsafe-sandbox; isolation().mode uid or none)
+    coverage: tuple | None = None  # coverage=True: the program's lines that ran, as its process reported them
+    #                                (data for a loss mask, never a verdict); None: not asked, or no report
 
     @property
     def pass_rate(self) -> float:
@@ -199,7 +201,7 @@ def _failed_all(verdict, n, detail, unsafe=False):
 
 def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", timeout_s: float = 4.0,
                 memory_mb: int = MEMORY_MB, mode: str | None = None, checker: str = "strict",
-                checker_program: str | None = None) -> Result:
+                checker_program: str | None = None, coverage: bool = False) -> Result:
     """Run `program` against function tests (`setup`, then each test statement) or I/O tests
     ((stdin, expected stdout), ...), in a fresh sandboxed interpreter.
 
@@ -208,6 +210,9 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
     anything the program does; ValueError for a problem with both kinds of tests, or an I/O test
     that is not an (input, output) pair of strings, or an unknown checker. checker: the I/O tests'
     rule (checkers.RULES); checker_program: the problem's own checker (sandboxing/special_checker.py).
+    coverage: function tests run traced (sys.settrace, the program's process's main thread) and
+    Result.coverage holds the line numbers of the program that ran (StepCoder's FGO); tracing costs the
+    program CPU time, so verdicts of such a run are best not used as rewards. I/O tests: no coverage.
     >>> run_program("def f(x):\\n    return 2 * x", ["assert f(2) == 4", "assert f(3) == 5"]).tests
     ('passed', 'failed')
     >>> run_program("print(sum(map(int, input().split())))", io_tests=[("1 2\\n", "3\\n")]).verdict
@@ -249,7 +254,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
                token=tokens["program"], timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
                cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
                max_procs=MAX_PROCS, site_dirs=process.SITE_DIRS, mode=mode, uid=None,
-               show=[], hide=[], hide_files=[])
+               show=[], hide=[], hide_files=[], coverage=coverage and not io_tests)
     reports = judge.Reports(plans, tokens, checker, keep=checker_program is not None)
     limit = (REPORT_MB << 20) + len(io_tests) * (2 * (OUTPUT_MB << 20) + (1 << 16))
     start, cut = time.monotonic(), "deadline"
@@ -298,8 +303,12 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         verdict, per_test, detail, timing = judge.judge(tests, plans, reports, ended, "judge" if statements else None)
         peak_mb = max((peak for sender, peak, _ in reports.messages if sender == "program"), default=0) / 1024
         cpu, wall, mem = (tuple(column) for column in zip(*timing)) if timing else ((), (), ())
+        lines = next((m[1] for sender, _, m in reversed(reports.messages) if sender == "program"
+                      and m[0] == "coverage" and len(m) == 2), None) if coverage else None
+        lines = tuple(sorted({x for x in lines if type(x) is int and 0 < x < 1 << 30})) \
+            if type(lines) in (list, tuple) else None  # the program's words: plain ints or nothing
         return Result(verdict, per_test.count("passed"), n, round(cpu_s, 4), round(wall_s, 4),
-                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe)
+                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe, lines)
     except Exception as e:  # a defect of ours, met through a report no test foresaw
         return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
 
@@ -330,11 +339,12 @@ def _modules(setup, expressions, keep_sys=False):
     return sorted(names - ({"builtins"} if keep_sys else {"sys", "builtins"}))
 
 
-def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False) -> list[Result]:
+def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False,
+             coverage: bool = False) -> list[Result]:
     """run_program(**job) for every job, `workers` at a time (default: one per CPU core); results
-    in input order. Threads suffice: each one waits on its own child process."""
+    in input order. Threads suffice: each one waits on its own child process. coverage: see run_program."""
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
-        results = pool.map(lambda job: run_program(**job), jobs)
+        results = pool.map(lambda job: run_program(**job, coverage=coverage), jobs)
         if progress:
             from tqdm import tqdm
             results = tqdm(results, total=len(jobs), desc="sandbox")

@@ -31,12 +31,14 @@ from tqdm import tqdm
 
 from sandboxing import checkers
 import checkpoint
+import codedpo
 import data
 import distributed
 import efficiency
 import eval as evaluation
 import grpo
 import models
+import ppo
 import progress
 import report
 import retriever
@@ -44,6 +46,7 @@ import roles
 import rollout
 import sandbox
 import sft
+import stepcoder
 import trackers
 import tree
 import update
@@ -102,6 +105,10 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     update_metrics = update.gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
     step_s = time.perf_counter() - t0
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
+
+
+# --algo -> its step function, each with grpo_step's signature and metrics (docs/baselines.md)
+STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}
 
 
 def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
@@ -289,7 +296,10 @@ def load_policy(run: Run) -> None:
     distributed.broadcast_params(run.lora)
     if run.world > 1:
         torch.manual_seed(args.seed + run.rank)  # each rank samples its own completions
-    run.optimizer = torch.optim.AdamW(run.lora, lr=args.lr, weight_decay=0.0)
+    if args.algo not in STEPS:
+        raise TrainingError(f"--algo {args.algo} is not part of this version")
+    extra = ppo.setup(run.policy, args) if args.algo in ("ppo", "stepcoder") else []  # the critic; a frozen reference
+    run.optimizer = torch.optim.AdamW(run.lora + extra, lr=args.lr, weight_decay=0.0)
     if run.ckpt:
         run.state = checkpoint.load(run.ckpt, run.policy, run.optimizer, run.rank, run.world)  # RNG last
 
@@ -355,7 +365,7 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
                                     args.seed)
         k = len(batch) // run.world  # this rank's slice: whole groups, never split
         mine = batch[run.rank * k:(run.rank + 1) * k]
-        m, samples = grpo_step(run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step
+        m, samples = STEPS[args.algo](run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step
         m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
         state["step"], state["consumed"] = step, state["consumed"] + len(batch)
         state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)

@@ -22,6 +22,8 @@ one marshalled job. Then, in order:
                                         or (judge's token only) a statement test's verdict
          ("io", i, status, stdout, stderr's last line, cpu_s, wall_s, mem_mb)   judged by the parent
          ("done",)                      the end marker: every test has reported (judge: its own)
+         ("coverage", lines)            job["coverage"] only: the program's lines that ran (data for
+                                        StepCoder's loss mask, never part of a verdict)
 TOKEN is random per run, so printed fake reports are ignored, and a test counts only once its own
 report arrived, so `sys.exit(0)` or `os._exit(0)` cannot skip the rest.
 
@@ -112,8 +114,24 @@ def cpu_now(keep):
     return cpu + others_cpu(keep) if keep else cpu
 
 
+def line_recorder(lines):
+    """sys.settrace's function for job["coverage"]: the line numbers of "<program>" that run go into
+    `lines` (a set); other code (ours, the tests') is not traced. The main thread only."""
+    add = lines.add
+
+    def local(frame, event, arg):
+        if event == "line":
+            add(frame.f_lineno)
+        return local
+
+    def on_call(frame, event, arg):
+        return local if frame.f_code.co_filename == "<program>" else None
+    return on_call
+
+
 def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
-    """The program once, each value test, then the judge's calls (statement tests)."""
+    """The program once, each value test, then the judge's calls (statement tests); with
+    job["coverage"], traced line by line (line_recorder) and the lines reported at the end."""
     try:
         setup = compile(job["setup"], "<setup>", "exec", dont_inherit=True)
     except BaseException as e:
@@ -141,6 +159,15 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
     own_code = tuple((f, f.__code__) for _, f in own_names + ((0, report), (0, tampered))
                      if type(f) is FunctionType)
 
+    lines = set()
+    trace = line_recorder(lines) if job.get("coverage") else None
+
+    def covered():  # the lines so far, as data (before a load failure ends the run)
+        if trace:
+            settrace(None)
+            report("coverage", list(lines))
+
+    settrace(trace)
     verdict, detail = guarded(lambda: exec(compile(job["program"], "<program>", "exec",
                                                    dont_inherit=True), program), *budget)
     if getpid() != runner_pid:  # the program forked at its top level: the fork does no more
@@ -148,6 +175,7 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
     if verdict == "passed" and tampered():
         verdict, detail = "error", TAMPERED
     if verdict != "passed":
+        covered()
         report("load_failed", verdict, detail)
         _exit(0)
     report("loaded")
@@ -156,7 +184,7 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
         start = []
 
         def run_test():
-            settrace(None)
+            settrace(trace)  # the program's own tracer off (ours on, with job["coverage"])
             setprofile(None)
             for name, module, contents, keys in modules:  # undo patches of math.floor & co.
                 sys.modules[name] = module
@@ -183,10 +211,11 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
         else:
             report("test", i, verdict, result or "", *timing)
     if judge_link:
-        serve(program, judge_link, budget, clear_refs, runner_pid, keep)
+        serve(program, judge_link, budget, clear_refs, runner_pid, keep, trace)
+    covered()
 
 
-def serve(program, link, budget, clear_refs, runner_pid, keep):
+def serve(program, link, budget, clear_refs, runner_pid, keep, trace=None):
     """Answer the judge's calls of the program's functions: (seq, test, name, args, kwargs) ->
     (seq, kind, payload, args after the call, cpu_s, wall_s, mem_mb); each test has timeout_s of
     CPU across its calls. What we answer is the program's claim and nothing more: the judge
@@ -203,6 +232,7 @@ def serve(program, link, budget, clear_refs, runner_pid, keep):
             seq, i, name, args, kwargs = receive(calls)
             fn, start = program.get(name), measure(clear_refs, keep)
             cpu_left = max(budget[0] - used.get(i, 0.0), 0.001)
+            settrace(trace)
             verdict, result = guarded(lambda: call(fn, args, kwargs), cpu_left, budget[1])
             timing = measured(start, keep)
             if getpid() != runner_pid:
