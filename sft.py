@@ -17,6 +17,7 @@ import torch
 from tqdm import tqdm
 
 import cpu_linear
+import progress
 import roles
 import rollout
 
@@ -77,7 +78,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
     device = next(policy.parameters()).device
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
-    for i in tqdm(range(args.sft_steps), desc=f"sft {role}", dynamic_ncols=True):
+    for i in progress.bar(range(args.sft_steps), f"sft {role}"):  # its seconds go into the run's ETA
         t = time.perf_counter()
         chats, targets = map(list, zip(*random.sample(pool, min(args.sft_batch, len(pool)))))
         parts = micro_batches(tok, chats, targets, args.micro_batch, device)  # Rollouts of <= --micro-batch pairs

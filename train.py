@@ -270,6 +270,7 @@ def main(argv=None):
     torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
     problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
     eval_problems = checkers.use(data.load(args.eval_data)[:args.eval_limit] if args.eval_data else [], args.checker)
+    progress.start(args, device, len(eval_problems), show=main_rank)  # what will run, and for how long
     try:
         isolation = sandbox.require(args.unsafe_sandbox, show=main_rank)  # refuses when nothing isolates
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
@@ -331,8 +332,8 @@ def main(argv=None):
                 save(f"sft-{len(state['sft_done'])}")
         if state["step"] == 0:
             maybe_eval(0)
-        for step in tqdm(range(state["step"] + 1, args.steps + 1), desc="grpo", dynamic_ncols=True,
-                         initial=state["step"], total=args.steps, disable=not main_rank):  # a resume goes on
+        for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
+                                 initial=state["step"], disable=not main_rank):  # a resume goes on
             batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
             k = len(batch) // world  # this rank's slice: whole groups, never split
             m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
