@@ -12,6 +12,18 @@ train: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests $(ARGS)
 
+# The README's headline figures of `make train`, re-measured on this machine and printed (docs/running.md#what-make-train-costs):
+# its wall time and peak RSS per stage (bench/rss_profile.py), then its cold-start SFT step against the whole-batch
+# step (bench/sft_bench.py). FIGURES_EVAL=1 also evaluates the trained run on val (several minutes more).
+FIGURES ?= runs/figures
+FIGURES_EVAL ?=
+.PHONY: figures
+figures: $(VENV)/.installed
+	mkdir -p $(FIGURES)
+	$(PY) bench/rss_profile.py --log $(FIGURES)/train.log -- $(PY) train.py --out $(FIGURES)/train --overwrite $(ARGS)
+	$(PY) bench/sft_bench.py --reps 1 --steps 2
+	$(if $(FIGURES_EVAL),$(PY) eval.py --dataset val --modes direct,plan --adapters $(FIGURES)/train --out $(FIGURES))
+
 eval-humaneval: $(VENV)/.installed
 	$(PY) eval.py --dataset humaneval $(ARGS)
 

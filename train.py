@@ -231,6 +231,7 @@ def setup(args) -> Run:
     run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
     held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     run.eval_problems = checkers.use(held_out, args.checker)
+    progress.start(args, device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
     try:
         run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates
                                         memory_mb=args.sandbox_memory)
@@ -319,8 +320,8 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
     args, state, health = run.args, run.state, Health()
     if state["step"] == 0:
         evaluate(run, log, 0)
-    for step in tqdm(range(state["step"] + 1, args.steps + 1), desc="grpo", dynamic_ncols=True,
-                     initial=state["step"], total=args.steps, disable=not run.main_rank):  # a resume goes on
+    for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
+                             initial=state["step"], disable=not run.main_rank):  # a resume goes on
         batch = checkpoint.batch_at(run.problems, state["consumed"], min(args.problems_per_step, len(run.problems)),
                                     args.seed)
         k = len(batch) // run.world  # this rank's slice: whole groups, never split
