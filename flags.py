@@ -83,6 +83,9 @@ def get_args(argv=None):
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")
     a("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
+    a("--gradient-checkpointing", action="store_true",
+      help="recompute the layers' activations in the backward: less memory for one more forward (4-bit on a "
+           "small GPU); sampling keeps its KV cache")
     a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
       help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
            "gradients as row by row); off under gradient checkpointing")
