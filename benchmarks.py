@@ -2,10 +2,10 @@
 
 Each loader takes a local file (.jsonl / .json / .parquet, records exactly as the hub serves
 them) or, online, a Hugging Face `datasets` id, and returns I/O problems (stdin -> stdout,
-judged on io_tests by the source's own output checker, checkers.py) or, for call-based problems,
+judged on io_tests by the source's own output checker, sandboxing/checkers.py) or, for call-based problems,
 function problems (`assert f(*args) == out`). Problems that cannot be judged by running the
 program on stdin (no tests, interactive, file I/O) are skipped, and one line on stderr says how
-many and why; a Codeforces problem with a checker of its own is judged by it (special_checker.py).
+many and why; a Codeforces problem with a checker of its own is judged by it (sandboxing/special_checker.py).
 
     code_contests:<file | deepmind/code_contests>[@split]     split train | valid | test (default)
     apps:<file | codeparrot/apps>[@split]                     split train | test (default)
@@ -215,7 +215,7 @@ def unpickle_string(packed: bytes, where: str = "pickle") -> str:
 def load_codeforces(source: str, split: str | None = None) -> list[Problem]:
     """open-r1/codeforces -> I/O problems on official_tests (examples when those are empty),
     judged by the problem's generated_checker when it has one (several right answers:
-    special_checker.py runs it), else by checkers.codeforces; each input with the \r that
+    sandboxing/special_checker.py runs it), else by checkers.codeforces; each input with the \r that
     ends a line removed, as open-r1's runner does (piston packages/codeforces/1.0.0/run:
     sed 's/\r$//'). Skipped, with the counts on stderr: an interaction_format (interactive),
     an input_mode other than stdio (reads a file), no tests."""

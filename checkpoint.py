@@ -2,7 +2,8 @@
 
     RUN_DIR/checkpoints/step-000010/     one checkpoint (a GRPO step boundary; sft-<k>: k roles' SFT done)
         adapters/<role>/                 every role's LoRA adapter (peft format, as RUN_DIR/adapters/)
-        optimizer.pt                     AdamW state (moments, step counts) of both adapters
+        optimizer.pt                     AdamW state (moments, step counts) of both adapters (and of the critic)
+        critic.pt                        --algo ppo|stepcoder: the value head and the arm's state (ppo.Critic)
         rng.pt                           python / torch / CUDA RNG states, one entry per rank
         state.json                       step, problems consumed, SFT roles done, bytes of the logs, wall s
     RUN_DIR/checkpoints/latest           the name of the newest WHOLE checkpoint
@@ -198,6 +199,8 @@ def save(run_dir: Path, name: str, policy, optimizer, state: dict, rngs: list, k
         policy.save_pretrained(tmp / "adapters", selected_adapters=[role])  # -> adapters/<role>/
     _kill_if("CORE_CODE_KILL_DURING_CHECKPOINT", name)  # half-written: adapters only
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    if getattr(policy, "critic", None) is not None:  # PPO's value head and state (ppo.setup)
+        torch.save(policy.critic.state_dict(), tmp / "critic.pt")
     torch.save(rngs, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "name": name}, indent=1))
     _fsync_tree(tmp)
@@ -242,6 +245,8 @@ def load(ckpt: Path, policy, optimizer, rank: int = 0, world: int = 1) -> dict:
         if getattr(res, "unexpected_keys", None):
             raise CheckpointError(f"{f} does not fit this model (e.g. {res.unexpected_keys[0]})")
     optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=True))
+    if getattr(policy, "critic", None) is not None:
+        policy.critic.load_state_dict(torch.load(ckpt / "critic.pt", map_location="cpu", weights_only=True))
     rngs = torch.load(ckpt / "rng.pt", weights_only=True)
     if len(rngs) != world:
         raise CheckpointError(f"{ckpt} was written by {len(rngs)} processes; resume it with as many")

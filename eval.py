@@ -9,7 +9,7 @@ Mode 'direct': the Coder writes code from the problem alone; 'plan': the Planner
 and the Coder follows it; 'plan+debug', 'retrieve+plan' and 'mapcoder' (retriever, planner, coder,
 debugger: MapCoder's chain) add a Retriever above the Planner and / or a Debugger that repairs each
 program failing its visible test, up to --debug-rounds times (MODES; one tree builder, tree.py, as in
-training). --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
+training). Mode 'collab' is CollabCoder (collab.py): prompted plan-code co-evolution, training-free. --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
 each run in its own mode (plan for a Planner+Coder run, direct for a single-agent `--roles coder` run,
 mapcoder for the four-role chain, ...: mode_of) on every dataset, then
 report.py writes results.json, results.md (the paper-style table) and curves.png.
@@ -28,8 +28,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-import checkers
+from sandboxing import checkers
 import coder
+import collab
 import data
 import efficiency
 import models
@@ -74,6 +75,8 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     Returns (programs: one list of n str | None per problem, stats: mean tokens per role's completion,
     share of code completions truncated at --max-code-tokens).
     """
+    if mode == "collab":  # CollabCoder: its own loop of prompted stages (collab.py), not a tree
+        return collab_programs(model, tok, problems, args, adapters)
     chain = roles.parse_chain(MODES[mode])
     planned = "planner" in chain
     sizes = {"retriever": 1, "planner": args.n, "coder": 1 if planned else args.n, "debugger": 1}
@@ -103,6 +106,46 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
              "truncated_codes": mean(truncated)}
     stats.update({TOKENS[r]: mean(tokens[r]) for r in chain if r in ("retriever", "debugger")})
     return out, stats
+
+
+def collab_programs(model, tok, problems, args, adapters: dict | None) -> tuple[list, dict]:
+    """`generate_programs` for mode 'collab' (collab.solve): --n runs of CollabCoder per problem, --batch-size
+    problems in lock-step. Plan calls answer with the Planner's adapter, code calls with the Coder's (when
+    the run trained them), every other call with the base model; budgets --max-plan-tokens,
+    --max-code-tokens, --collab-tokens (twice that for the scoring JSON). Stats add calls_per_problem (every model call) and fallback_rate
+    (the share of decisions that fell back to 'update code only': a tie or a reply that did not parse)."""
+    peft = sys.modules.get("peft")
+    is_peft = peft is not None and isinstance(model, peft.PeftModel)
+    tokens = {"planner": [], "coder": []}
+
+    def generate(stage, chats):
+        role = collab.ROLE_OF.get(stage)  # planner, coder or None (the base model)
+        trained = adapters is not None and role in adapters
+        if trained:
+            model.set_adapter(adapters[role])
+        budget = roles.max_tokens(args, role) if role else args.collab_tokens * (2 if stage == "scoring" else 1)
+        with model.disable_adapter() if is_peft and not trained else nullcontext():
+            r = rollout.sample(model, tok, chats, 1, budget, args.temperature, stop=coder.STOP if role == "coder" else None)
+        if role:
+            tokens[role] += r.mask.sum(1).tolist()
+        return r.texts
+
+    run = lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None))  # noqa: E731
+    out, calls, counts = [[] for _ in problems], [], {"decisions": 0, "fallbacks": 0, "plan_updates": 0}
+    for _ in range(args.n):
+        for s in tqdm(range(0, len(problems), args.batch_size), desc="collab", dynamic_ncols=True):
+            progs, st = collab.solve(problems[s:s + args.batch_size], generate, run, args.collab_rounds,
+                                     getattr(args, "sandbox_timeout", 4.0))
+            for i, prog in enumerate(progs):
+                out[s + i].append(prog)
+            calls += st["calls"]
+            for k in counts:
+                counts[k] += st[k]
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    return out, {"plan_tokens": mean(tokens["planner"]), "code_tokens": mean(tokens["coder"]), "truncated_codes": None,
+                 "calls_per_problem": mean(calls), "decisions": counts["decisions"],
+                 "plan_updates": counts["plan_updates"],
+                 "fallback_rate": counts["fallbacks"] / counts["decisions"] if counts["decisions"] else None}
 
 
 def reference_costs(problems, args) -> list:
@@ -158,8 +201,11 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
         programs, tokens = generate_programs(model, tok, problems, mode, args, adapters)
         gen_s = time.perf_counter() - t
         rows[name] = {"mode": mode, **score(problems, programs, ks, args, refs), **tokens, "generation_s": gen_s}
+        fb = tokens.get("fallback_rate")  # collab only
+        extra = (f"  {tokens['calls_per_problem']:.1f} calls/problem, decisions by the default "
+                 f"{'-' if fb is None else f'{fb:.0%}'}") if "calls_per_problem" in tokens else ""
         print(f"  {name:24} " + " ".join(f"pass@{k} {100 * rows[name][f'pass@{k}']:5.1f}%" for k in ks)
-              + f"  ({gen_s:.0f} s)", flush=True)
+              + f"  ({gen_s:.0f} s){extra}", flush=True)
     return rows
 
 
@@ -205,8 +251,13 @@ def get_args(argv=None):
     a("--adapters", default=None, help="a train.py run folder: adds its rows ('trained')")
     a("--compare", nargs="+", default=None, metavar="[NAME=]RUN",
       help="train.py runs to compare with base direct and base plan (writes results.json/.md, curves.png)")
-    a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + " (without --compare): "
-      + "; ".join(f"{m} = {c}" for m, c in MODES.items()))
+    a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + ", collab (without --compare): "
+      + "; ".join(f"{m} = {c}" for m, c in MODES.items()) + "; collab = CollabCoder (collab.py: understanding, "
+      "plan, code, then rounds of plan / code / alignment analyses, a scored decision to revise the plan or "
+      "the code, and a strategy carried across rounds; training-free, docs/baselines.md)")
+    a("--collab-rounds", type=int, default=2, help="collab: revision rounds after a failing visible test (paper 5)")
+    a("--collab-tokens", type=int, default=96,
+      help="collab: token budget of its understanding, analysis and strategy replies (the scoring JSON: twice that)")
     a("--debug-rounds", type=int, default=3, help="repair rounds of the debugger modes (stop once the visible test passes)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
     a("--n-samples", "--n", dest="n", type=int, default=1, help="samples per problem")
@@ -225,14 +276,14 @@ def get_args(argv=None):
     a("--unsafe-sandbox", action="store_true", help="run programs even where no namespace can be made "
       "(python sandbox.py --check); every verdict is then marked unsafe")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
-      help="output checker of I/O tests: auto = each set's own (checkers.py); a name = that rule for every set")
+      help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=None, help="sandbox runs at a time (default: the CPU count)")
     a("--out", default=None, help="the JSON file to write, or an existing folder to write it into (named as by default); the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)
     args.ks = [int(k) for k in args.k.split(",")]
     args.modes = ["plan" if m == "planned" else m for m in args.modes.split(",")]
-    if bad := [m for m in args.modes if m not in MODES]:
-        ap.error(f"unknown mode {bad[0]}: use {', '.join(MODES)}")
+    if bad := [m for m in args.modes if m not in MODES and m != "collab"]:
+        ap.error(f"unknown mode {bad[0]}: use {', '.join(MODES)}, collab")
     if max(args.ks) > args.n:
         ap.error(f"pass@{max(args.ks)} needs --n-samples >= {max(args.ks)}")
     if args.n > 1 and args.temperature <= 0:
@@ -259,7 +310,7 @@ def main(argv=None):
     if args.compare or args.adapters:
         model, runs, against, siblings = load_runs(model, args.compare or [args.adapters])
         if args.adapters:  # one run, in every mode asked for
-            runs = [(f"trained {m}", runs[0][1], m) for m in args.modes if m == "direct" or "planner" in runs[0][1]]
+            runs = [(f"trained {m}", runs[0][1], m) for m in args.modes if m in ("direct", "collab") or "planner" in runs[0][1]]
             against = {s: [f"base {m}"] for s, _, m in runs}
     systems = [(f"base {m}", None, m) for m in (base_modes([m for _, _, m in runs]) if args.compare else args.modes)]
     systems += runs

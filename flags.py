@@ -6,13 +6,14 @@ and, for --resume, takes the run's own config.json (checkpoint.resume_args).
 import argparse
 import os
 
-import checkers
+from sandboxing import checkers
 import checkpoint
 import models
 import retriever
 import roles
 import trackers
 
+ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
@@ -47,9 +48,20 @@ def get_args(argv=None):
     a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
       help="a node's reward (plan, retrieval): mean or best of the final programs below it")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
-    a("--roles", "--train-roles", dest="roles", default="planner,coder",
-      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code) | coder (single-agent GRPO: G*M codes "
-           "per problem) | planner,coder,debugger | retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--roles", "--train-roles", dest="roles", default=None,
+      help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code, the default with --algo grpo) | coder "
+           "(single-agent GRPO: G*M codes per problem; the only chain of the other --algo arms) | planner,coder,debugger "
+           "| retriever,planner,coder | retriever,planner,coder,debugger")
+    a("--algo", default="grpo", choices=ALGOS,
+      help="training method (docs/baselines.md): grpo (collaboration-aware GRPO, CoRe-Code) | ppo (PPOCoder: a "
+           "critic, GAE, the KL in the reward) | stepcoder (PPO + a curriculum of completion subtasks + the loss on "
+           "executed lines only) | codedpo (DPO on self-verified pairs); all but grpo train the Coder alone")
+    a("--vf-coef", type=float, default=1e-3, help="ppo/stepcoder: weight of the clipped value loss (PPOCoder's)")
+    a("--kl-coef", type=float, default=0.05, help="ppo/stepcoder: initial beta of the KL in the per-token reward")
+    a("--kl-target", type=float, default=1.0, help="ppo/stepcoder: KL per program the adaptive beta steers to")
+    a("--gae-lambda", type=float, default=0.95, help="ppo/stepcoder: GAE lambda (gamma is 1)")
+    a("--cccs-stages", type=int, default=4,
+      help="stepcoder: K curriculum stages over --steps, from the last conditional of each reference to no prefix")
     a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
     a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
@@ -69,10 +81,13 @@ def get_args(argv=None):
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")
     a("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
+    a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
+      help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
+           "gradients as row by row); off under gradient checkpointing")
     a("--max-grad-norm", type=float, default=1.0, help="gradient clipping of the LoRA weights (global norm)")
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
-      help="output checker of I/O tests: auto = each set's own (checkers.py); a name = that rule for every set")
+      help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
     a("--seed", type=int, default=0, help="seeds torch and the order of the problems")
     a("--out", default=None, help="run folder (default runs/<date-time>)")
@@ -85,14 +100,25 @@ def get_args(argv=None):
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
     a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
     a("--profile", action="store_true", help="print seconds per phase of a step at the end")
+    # CodeDPO (codedpo.py, docs/baselines.md#codedpo)
+    a("--dpo-programs", type=int, default=None, help="codedpo: programs per problem (default G*M, the GRPO group; paper 8)")
+    a("--dpo-tests", type=int, default=4, help="codedpo: test completions per problem, one assert each (paper 8)")
+    a("--max-test-tokens", type=int, default=48, help="codedpo: token budget of a test completion")
+    a("--dpo-temperature", type=float, default=1.0, help="codedpo: sampling temperature of programs and tests (paper: high)")
+    a("--dpo-rounds", type=int, default=10, help="codedpo: rounds T of the self-validation score (paper 10)")
+    a("--dpo-damping", type=float, default=0.85, help="codedpo: damping d of the self-validation score (paper 0.85)")
+    a("--dpo-beta", type=float, default=0.1, help="codedpo: DPO beta (not in the paper: ours)")
+    a("--nll-weight", type=float, default=1.0, help="codedpo: weight alpha of the chosen program's NLL (RPO form)")
     args = ap.parse_args(argv)
     if args.resume:  # the run's own config.json; flags given again must agree
         return checkpoint.resume_args(ap, argv, args.resume)
     if args.out and not args.overwrite and checkpoint.holds_work(args.out):
         ap.exit(2, f"error: --out {args.out} already holds a run: --resume {args.out} to go on, "
                 "--overwrite to start it over (erasing it), or another --out\n")  # one line, no usage block
+    if args.algo != "grpo" and args.roles not in (None, "coder"):
+        ap.error(f"--algo {args.algo} trains the Coder alone, as its paper: leave out --roles or give --roles coder")
     try:
-        args.roles = roles.parse_chain(args.roles)
+        args.roles = roles.parse_chain(args.roles or ("planner,coder" if args.algo == "grpo" else "coder"))
     except ValueError as e:
         ap.error(str(e))
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem

@@ -133,10 +133,11 @@ def two_level_tree(B: int, G: int, M: int) -> torch.Tensor:
 
 
 def node_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, credit: str = "mean"):
-    """Credit R of every node of a forest (the rollout tree; tree_advantages): a leaf keeps its own
-    reward; an inner node gets the mean (or max) of the rewards of the VALID leaves below it, at any
-    depth -- not the mean of its children's means (a Retriever whose plans have 2 and 1 valid codes
-    is worth the mean of those 3 codes: the expected result of one code drawn below it).
+    """Credit R of every node of a forest (the rollout tree; tree_advantages): a code (a leaf) keeps its own
+    reward; a plan (an inner node) is worth the mean (or max) of its VALID codes, at any depth below it:
+    R_plan = mean of the valid codes below it -- not the mean of its children's means (a Retriever whose
+    plans have 2 and 1 valid codes is worth the mean of those 3 codes: the expected result of one code
+    drawn below it).
 
     rewards [N] float (read at the leaves only; rewards >= 0 for 'max'), valid [N] bool (the node's
     own completion is non-empty), parent [N] long (-1 for a root: the problem, never trained).
@@ -147,49 +148,36 @@ def node_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor
     if credit not in ("mean", "max"):
         raise ValueError(f"unknown planner credit '{credit}': use mean or max")
     N = parent.numel()
-    is_leaf = torch.ones(N, dtype=torch.bool)
-    is_leaf[parent[parent >= 0]] = False
-    below = [[] for _ in range(N)]  # the leaves under each node, in node order
-    for leaf in torch.nonzero(is_leaf).flatten().tolist():
-        node = parent[leaf].item()
-        while node >= 0:
-            below[node].append(leaf)
-            node = parent[node].item()
-    W = max(1, max(map(len, below), default=0))
-    idx = torch.tensor([b + [0] * (W - len(b)) for b in below]).view(N, W)  # [N, W] leaf ids (0: padding)
-    filled = torch.tensor([[True] * len(b) + [False] * (W - len(b)) for b in below]).view(N, W)
-    kept = filled & valid[idx]  # [N, W] the valid leaves below
-    r, v = rewards[idx], kept.float()  # [N, W]
-    if credit == "mean":
-        inner = (r * v).sum(-1) / v.sum(-1).clamp(min=1)
-    else:
-        inner = r.masked_fill(~kept, 0.0).amax(-1)
-    ok = valid & (is_leaf | kept.any(-1))
-    return torch.where(is_leaf, rewards, inner), ok
+    is_code = torch.ones(N, dtype=torch.bool)  # the leaves: nodes that are nobody's parent
+    is_code[parent[parent >= 0]] = False
+    total, count, best = torch.zeros(N), torch.zeros(N), torch.zeros(N)  # over the valid codes below each node
+    code = torch.nonzero(is_code & valid).flatten()  # [K] the valid codes
+    up = parent[code]  # [K] each one's ancestor, one level higher per pass (-1: above the root)
+    while (up >= 0).any():  # one pass per level of the tree
+        code, up = code[up >= 0], up[up >= 0]
+        total.index_add_(0, up, rewards[code].float())
+        count.index_add_(0, up, torch.ones(len(code)))
+        best.scatter_reduce_(0, up, rewards[code].float(), "amax")
+        up = parent[up]
+    inner = total / count.clamp(min=1) if credit == "mean" else best  # R_plan
+    ok = valid & (is_code | (count > 0))
+    return torch.where(is_code, rewards, inner.to(rewards.dtype)), ok
     # END SOLUTION
 
 
 def sibling_advantages(credit: torch.Tensor, ok: torch.Tensor, group: torch.Tensor, scale: bool = True):
-    """Each node's credit normalised among the nodes of its group (`group_advantages` on each group:
-    valid nodes only, population std, a group without spread exactly 0).
+    """Each node's credit normalised among its sibling group: A = (R - mean of siblings) / (std + EPS)
+    (`group_advantages` on each group: valid nodes only, population std, a group without spread exactly 0).
 
     credit [N] float, ok [N] bool (node_credit), group [N] long: the group's id, usually the
     node's parent (its siblings); -1: in no group (a root), A = 0. Groups may differ in size.
     Returns (A [N], zero_std [N] bool: the node's group carries no signal; True for -1).
     """
     # BEGIN SOLUTION coder_adv
-    members = {}
-    for i, g in enumerate(group.tolist()):
-        if g >= 0:
-            members.setdefault(g, []).append(i)
-    rows = list(members.values())
-    W = max(1, max(map(len, rows), default=0))
-    idx = torch.tensor([m + [0] * (W - len(m)) for m in rows], dtype=torch.long).view(len(rows), W)  # [K, W]
-    filled = torch.tensor([[True] * len(m) + [False] * (W - len(m)) for m in rows]).view(len(rows), W)
-    adv_g, zero_g = group_advantages(credit[idx], ok[idx] & filled, scale)  # [K, W], [K]
     adv, zero = torch.zeros_like(credit), torch.ones(credit.shape, dtype=torch.bool)
-    adv[idx[filled]] = adv_g[filled]
-    zero[idx[filled]] = zero_g[:, None].expand(-1, W)[filled]
+    for g in torch.unique(group[group >= 0]).tolist():
+        siblings = torch.nonzero(group == g).flatten()  # [K] the members of one sibling group
+        adv[siblings], zero[siblings] = group_advantages(credit[siblings], ok[siblings], scale)
     return adv, zero
     # END SOLUTION
 

@@ -10,13 +10,13 @@ Every source becomes one record, `Problem`, of one of two kinds:
                       run whole once per test, judged by the sandbox's output checker.
 Both may carry solution and plan (training sets), time_limit_s (CPU seconds per test) and
 memory_mb, and a function problem a slow_solution (a deliberately slow but correct reference).
-An I/O problem names its output checker (checkers.py: its source's rule, `strict` for ours) and may
+An I/O problem names its output checker (sandboxing/checkers.py: its source's rule, `strict` for ours) and may
 carry a checker program of its own (checker_program: open-r1/codeforces' generated_checker).
 Which sets exist and how they are named is data.py's concern; benchmarks.py reads the
 competitive-programming benchmarks into this record.
 
 SOURCES: every local file a problem set was read from in this process (resolved paths, hub datasets'
-cache files included). The sandbox covers each of them in every run (sandbox_process.hidden_files):
+cache files included). The sandbox covers each of them in every run (sandboxing.process.hidden_files):
 they hold the expected outputs and reference solutions, wherever on the host they lie.
 """
 import importlib.util
@@ -25,9 +25,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import checkers
-
-SOURCES: set[str] = set()  # the files problems were read from: hidden from every program (above)
+from sandboxing import checkers
+from sandboxing.process import SOURCES  # the files problems were read from: hidden from every program (above)
 
 
 class DataError(Exception):
@@ -48,7 +47,7 @@ class Problem:
     memory_mb: int | None = None  # None -> sandbox.MEMORY_MB
     slow_solution: str | None = None  # stress problems: a deliberately slow but correct solution
     checker: str = "strict"  # the I/O tests' rule, a name of checkers.RULES
-    checker_program: str | None = None  # the problem's own checker (special_checker.py), if any
+    checker_program: str | None = None  # the problem's own checker (sandboxing/special_checker.py), if any
 
     @property
     def is_io(self) -> bool:

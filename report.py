@@ -83,7 +83,7 @@ def markdown(results: dict) -> str:
                  f"run from the same start, p < {stats.ALPHA} "
                  "(McNemar's exact test when every per-problem score is 0 or 1, else the paired bootstrap).")
     if results.get("checkers"):
-        lines.append("\nOutput checkers of the I/O tests (checkers.py): "
+        lines.append("\nOutput checkers of the I/O tests (sandboxing/checkers.py): "
                      + "; ".join(f"{d}: {checker_note(results['checkers'].get(d, {}))}" for d in datasets) + ".")
     lines.append(f"\n\\* EffiBench's metrics (Huang et al. 2024) over the problems every system solves and whose "
                  f"reference passed ({notes}): ET = CPU ms of the tests themselves, MU = peak MiB of a test above "
@@ -103,8 +103,10 @@ def markdown(results: dict) -> str:
         for s in results["systems"]:
             row = results["results"][d][s["name"]]
             toks = f"plan {row['plan_tokens']:.0f}, " if row.get("plan_tokens") is not None else ""
+            calls = (f"{row['calls_per_problem']:.1f} model calls per problem, decisions by the default "
+                     f"{row['fallback_rate']:.0%}; " if row.get("fallback_rate") is not None else "")  # collab
             lines.append(f"- {d} · {s['name']}: {row['verdicts']}; {toks}code {row['code_tokens']:.0f} tokens; "
-                         f"{row['generation_s']:.0f} s")
+                         f"{calls}{row['generation_s']:.0f} s")
     return "\n".join(lines)
 
 

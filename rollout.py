@@ -8,14 +8,13 @@ Layout of every row, prompts LEFT-padded to a common width P, completions RIGHT-
     mask  [N, T]                   | 1 1 1 1   0   0         (completion up to its first EOS)
 
 Rows are prompt-major: with n samples per prompt, row i*n + k is sample k of prompt i, so rows
-i*n .. i*n + n-1 share their prompt (`Rollout.n`): the sampler prefills it once (decode.py) and the
-loss pass forwards it once (`prompt_pass`, then `completion_logprobs` for its rows).
+i*n .. i*n + n-1 share their prompt (`Rollout.n`): the sampler prefills it once (decode.py: the token loop
+and its KV cache) and the loss pass can forward it once (shared_prompt.py, the fast path of `logprobs`).
 """
 import re
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
 
 import cpu_linear
 import decode
@@ -42,8 +41,12 @@ class Rollout:
 
 
 def encode_prompts(tok, chats: list, device) -> dict:
-    """Chat messages -> left-padded input_ids/attention_mask [B, P] (the chat template adds specials)."""
-    texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    """Chat messages -> left-padded input_ids/attention_mask [B, P] (the chat template adds specials).
+    A chat whose last message is the assistant's is a reply begun (StepCoder's prefix): the prompt ends
+    with that text, and the completion continues it."""
+    texts = [tok.apply_chat_template(c[:-1], tokenize=False, add_generation_prompt=True) + c[-1]["content"]
+             if c[-1]["role"] == "assistant" else tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+             for c in chats]
     return tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
 
 
@@ -129,88 +132,3 @@ def logprobs(policy, r: Rollout, rows=slice(None)) -> torch.Tensor:
     logits = policy(input_ids=seqs, attention_mask=attn, logits_to_keep=T + 1, use_cache=False).logits
     return token_logprobs(logits[:, :-1], seqs[:, r.prompt_len:])  # [n, T]
     # END SOLUTION
-
-
-@dataclass
-class PromptPass:
-    """The prompt pass of u distinct prompts of a Rollout, kept to be reused by their rows' completions.
-
-    prompts [u] prompt ids, ascending (row i*n + k belongs to prompt i); s: the first column that is not padding in
-    all u (columns s..P-1 were forwarded); first [u, 1, V]: the logits of the prompts' last position
-    (they predict completion token 0); kv: per layer (keys, values), each [u, heads, P - s, d].
-    Made with detach=True (prompt_pass), first and kv are leaves: every completion pass that reads them
-    adds its gradient to theirs, and `backward` carries the sum through the prompt pass once.
-    """
-    prompts: torch.Tensor
-    s: int
-    first: torch.Tensor
-    kv: list
-    outputs: list | None = None  # detach=True: the prompt pass's own tensors, in the order of leaves()
-
-    def leaves(self) -> list:
-        return [self.first] + [x for pair in self.kv for x in pair]
-
-    def backward(self) -> None:
-        """Backpropagate the gradients the completion passes left on the leaves through the prompt pass
-        (chain rule: dL/dtheta = sum over reads of dL/dleaf * dleaf/dtheta, summed before one backward)."""
-        pairs = [(o, x.grad) for o, x in zip(self.outputs or [], self.leaves()) if x.grad is not None]
-        if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-
-
-def prompt_pass(policy, r: Rollout, prompts: torch.Tensor, detach: bool = False) -> PromptPass:
-    """Forward the prompts `prompts` [u] (ascending) of r once (with grad when grad is on): the first half of
-    PrefixGrouper's shared-prefix forward (2025). Its keys and values are reused by every completion of
-    those prompts (`completion_logprobs`), and backpropagation runs through both, so values and gradients
-    are the row-by-row `logprobs`' ones:
-        prompt pass      prompts [u, P - s]  -> logits [u, 1, V] (predict completion token 0)
-                                                + KV cache [u, heads, P - s, d] per layer
-        gather           cache rows -> [n, heads, P - s, d] (each row its own prompt; the backward sums them)
-        completion pass  tokens 0..Tm-2 [n, Tm-1] on that cache -> logits [n, Tm-1, V] (predict tokens 1..Tm-1)
-    s is the first column that is not padding in all u prompts; positions are those of `logprobs` (column
-    s has position s). Cost: u * (P - s) + n * (Tm - 1) token positions instead of n * (P + T).
-    detach=True cuts the outputs from the graph and keeps them (PromptPass.backward), so that several
-    micro-batches of completions share one prompt pass and its backward runs once (our choice: memory stays
-    that of --micro-batch rows plus the prompts, and each prompt is forwarded once per role update).
-    Not under gradient checkpointing: transformers drops the cache inside the layers (`checkpointing`).
-    """
-    P, first = r.prompt_len, prompts * r.n  # one row of each prompt
-    s = int(r.attn[first, :P].any(0).nonzero()[0]) if P else 0  # leading columns that are padding in all u
-    cache = DynamicCache(config=policy.config)
-    positions = torch.arange(s, P, device=r.seqs.device)[None]  # [1, P - s]
-    logits = policy(input_ids=r.seqs[first, s:P], attention_mask=r.attn[first, s:P], position_ids=positions,
-                    cache=cache, use_cache=True, logits_to_keep=1).logits  # [u, 1, V]
-    kv = [(layer.keys, layer.values) for layer in cache.layers]
-    pp = PromptPass(prompts, s, logits, kv)
-    if detach:
-        outputs = pp.leaves()
-        cut = [x.detach().requires_grad_(x.requires_grad) for x in outputs]
-        pp = PromptPass(prompts, s, cut[0], list(zip(cut[1::2], cut[2::2])), outputs)
-    return pp
-
-
-def completion_logprobs(policy, r: Rollout, ids: torch.Tensor, pp: PromptPass) -> torch.Tensor:
-    """`logprobs(policy, r, ids)` [n, T] from a PromptPass that holds the prompts of all rows `ids` [n]:
-    completion tokens 0..Tm-2 [n, Tm-1] forwarded on the rows' cached prompts (Tm: the last masked position
-    of these rows + 1; log-probs after it are 0, outside every row's mask, so in no loss)."""
-    P, T = r.prompt_len, r.seqs.shape[1] - r.prompt_len
-    inverse = torch.searchsorted(pp.prompts, ids // r.n)  # [n] row -> its prompt's place (prompts ascending)
-    on = r.mask[ids].any(0).nonzero()  # masked completion positions of these rows
-    Tm = int(on[-1]) + 1 if len(on) else 1
-    logits = pp.first[inverse]  # [n, 1, V]
-    if Tm > 1:
-        cache = DynamicCache(config=policy.config)
-        for layer, (k, v) in enumerate(pp.kv):
-            cache.update(k[inverse], v[inverse], layer)  # [n, heads, P - s, d]: each row its own prompt
-        positions = torch.arange(P, P + Tm - 1, device=r.seqs.device)[None]  # [1, Tm - 1]
-        rest = policy(input_ids=r.seqs[ids, P:P + Tm - 1], attention_mask=r.attn[ids, pp.s:P + Tm - 1],
-                      position_ids=positions, cache=cache, use_cache=True).logits  # [n, Tm-1, V]
-        logits = torch.cat([logits, rest], dim=1)  # [n, Tm, V]
-    lp = token_logprobs(logits, r.seqs[ids, P:P + Tm])  # [n, Tm]
-    return torch.nn.functional.pad(lp, (0, T - Tm))  # [n, T]
-
-
-def checkpointing(policy) -> bool:
-    """Gradient checkpointing on: transformers drops the cache inside the layers, so the shared-prompt
-    passes cannot run; callers use the row-by-row `logprobs` then."""
-    return torch.is_grad_enabled() and policy.training and getattr(policy, "is_activation_checkpointing", False)

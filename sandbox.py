@@ -2,16 +2,14 @@
 
 The reward of a generated program is its pass rate here, so this file decides what GRPO learns:
 if a program can make itself look correct, the policy learns to cheat; if a run hangs or leaks
-processes, training dies at step 3,000. The files, one idea each:
+processes, training dies at step 3,000. This file is the sandbox's one entry point: what a run is
+(the job, the limits, the Result, the isolation mode), run_program, run_many, self_check, require and
+`python sandbox.py --check`. Its internals live in the sandboxing/ package, one idea per file (the
+package's docstring lists them): our side of a run (process, judge, check, checkers, special_checker)
+and the child's (runner, child, confine, io_tests, judge_process). A reader of the training loop
+needs only `run_program(...).pass_rate`, the reward.
 
-    sandbox.py          this file: what a run is -- the job, the limits, the Result, the isolation mode
-    sandbox_process.py  process control and isolation on our side: uid lease, spawn, read, kill
-    sandbox_runner.py   the child: the program, the tests, the reports
-    sandbox_confine.py  the child's isolation: the mount namespace, the capabilities dropped
-    sandbox_check.py    what is in force here, seen from inside a run (python sandbox.py --check)
-    judge.py            what each test is and its verdict, judged where the program cannot reach
-
-Isolation (sandbox_confine.py's table): root gets namespaces and a uid of the run's own; an
+Isolation (sandboxing/confine.py's table): root gets namespaces and a uid of the run's own; an
 ordinary user gets the same namespaces inside a user namespace of the run's own, with no
 capability. Where the kernel allows neither, runs are refused (a sandbox_error that says why and
 what to do) unless allow_unsafe() (--unsafe-sandbox): then they run with what is left, marked unsafe.
@@ -86,13 +84,10 @@ import ast
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-import judge
-import sandbox_check
-import sandbox_process
-import special_checker
-from judge import VERDICTS, _plan  # noqa: F401  (re-exported: sandbox._plan, sandbox.VERDICTS)
-from sandbox_confine import ISOLATED
-from sandbox_process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
+from sandboxing import check, judge, process, special_checker
+from sandboxing.judge import VERDICTS, _plan  # noqa: F401  (re-exported: sandbox._plan, sandbox.VERDICTS)
+from sandboxing.confine import ISOLATED
+from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
 
 MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB
 #                   of it, each thread 8 MiB of stack and at most one 64 MiB malloc arena
@@ -110,7 +105,7 @@ LEFT = {"uid": "a uid of their own, rlimits and a temp dir, but no pid, network 
 
 @dataclass(frozen=True)
 class Isolation:
-    """What isolation() found: the mode runs use (sandbox_confine.py's table) and, where it has no
+    """What isolation() found: the mode runs use (sandboxing/confine.py's table) and, where it has no
     namespaces, why none could be made."""
     mode: str  # root | user | uid | none
     missing: str = ""  # e.g. "user: unshare: unshare failed: Operation not permitted"; "" when isolated
@@ -189,6 +184,8 @@ class Result:
     test_wall_s: tuple = ()  # per test: wall s of the same
     test_mem_mb: tuple = ()  # per test: peak RSS above what the process held just before it, MiB
     unsafe: bool = False  # True: run without namespaces (--unsafe-sandbox; isolation().mode uid or none)
+    coverage: tuple | None = None  # coverage=True: the program's lines that ran, as its process reported them
+    #                                (data for a loss mask, never a verdict); None: not asked, or no report
 
     @property
     def pass_rate(self) -> float:
@@ -204,7 +201,7 @@ def _failed_all(verdict, n, detail, unsafe=False):
 
 def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", timeout_s: float = 4.0,
                 memory_mb: int = MEMORY_MB, mode: str | None = None, checker: str = "strict",
-                checker_program: str | None = None) -> Result:
+                checker_program: str | None = None, coverage: bool = False) -> Result:
     """Run `program` against function tests (`setup`, then each test statement) or I/O tests
     ((stdin, expected stdout), ...), in a fresh sandboxed interpreter.
 
@@ -212,7 +209,10 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
     capped at timeout_s x (tests + 1) + STARTUP_S. memory_mb: see MEMORY_MB. Never raises for
     anything the program does; ValueError for a problem with both kinds of tests, or an I/O test
     that is not an (input, output) pair of strings, or an unknown checker. checker: the I/O tests'
-    rule (checkers.RULES); checker_program: the problem's own checker (special_checker.py).
+    rule (checkers.RULES); checker_program: the problem's own checker (sandboxing/special_checker.py).
+    coverage: function tests run traced (sys.settrace, the program's process's main thread) and
+    Result.coverage holds the line numbers of the program that ran (StepCoder's FGO); tracing costs the
+    program CPU time, so verdicts of such a run are best not used as rewards. I/O tests: no coverage.
     >>> run_program("def f(x):\\n    return 2 * x", ["assert f(2) == 4", "assert f(3) == 5"]).tests
     ('passed', 'failed')
     >>> run_program("print(sum(map(int, input().split())))", io_tests=[("1 2\\n", "3\\n")]).verdict
@@ -253,18 +253,18 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
                judge=sealed, key_fd=None,
                token=tokens["program"], timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
                cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
-               max_procs=MAX_PROCS, site_dirs=sandbox_process.SITE_DIRS, mode=mode, uid=None,
-               show=[], hide=[], hide_files=[])
+               max_procs=MAX_PROCS, site_dirs=process.SITE_DIRS, mode=mode, uid=None,
+               show=[], hide=[], hide_files=[], coverage=coverage and not io_tests)
     reports = judge.Reports(plans, tokens, checker, keep=checker_program is not None)
     limit = (REPORT_MB << 20) + len(io_tests) * (2 * (OUTPUT_MB << 20) + (1 << 16))
     start, cut = time.monotonic(), "deadline"
-    with sandbox_process.own_uid(mode) as uid, sandbox_process.workdir(mode, uid) as workdir:
+    with process.own_uid(mode) as uid, process.workdir(mode, uid) as workdir:
         job["uid"] = uid
         if mode in ISOLATED:
-            job.update(show=sandbox_process.shown(), hide=sandbox_process.hidden_answers(),
-                       hide_files=sandbox_process.hidden_files())
+            job.update(show=process.shown(), hide=process.hidden_answers(),
+                       hide_files=process.hidden_files())
         command = {"root": UNSHARE, "user": UNSHARE_USER}.get(mode, []) + [sys.executable, "-I", "-S", "-c",
-                                                                          sandbox_process.BOOT]
+                                                                          process.BOOT]
         key_read, key_write = os.pipe()  # the judge's key: the one thing the program's process never reads
         job["key_fd"] = key_read  # pass_fds keeps the number
         try:
@@ -282,18 +282,18 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
             os.close(key_write)
             key_write = None
             with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(marshal.dumps((sandbox_process.CHILD_CODE, job)))
+                proc.stdin.write(marshal.dumps((process.CHILD_CODE, job)))
                 proc.stdin.close()
-            cut = sandbox_process.read_until_exit(proc, start + WALL_FACTOR * cpu_limit, reports.feed, limit)
+            cut = process.read_until_exit(proc, start + WALL_FACTOR * cpu_limit, reports.feed, limit)
         finally:
             if key_write is not None:
                 os.close(key_write)
-            sandbox_process.kill_run(proc, mode, uid, exited=cut is None)  # before reaping: its pid stays ours till then
+            process.kill_run(proc, mode, uid, exited=cut is None)  # before reaping: its pid stays ours till then
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             proc.stdout.close()
     cpu_s = usage.ru_utime + usage.ru_stime
-    ended = sandbox_process.end_reason(status, cut, cpu_s, cpu_limit, WALL_FACTOR * cpu_limit, limit >> 20, OUTPUT_MB)
+    ended = process.end_reason(status, cut, cpu_s, cpu_limit, WALL_FACTOR * cpu_limit, limit >> 20, OUTPUT_MB)
     wall_s = time.monotonic() - start
     try:  # the reports are the program's words: whatever they hold, no exception leaves here
         # (docs/sandbox.md#h5-malformed-report-fields)
@@ -303,8 +303,12 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         verdict, per_test, detail, timing = judge.judge(tests, plans, reports, ended, "judge" if statements else None)
         peak_mb = max((peak for sender, peak, _ in reports.messages if sender == "program"), default=0) / 1024
         cpu, wall, mem = (tuple(column) for column in zip(*timing)) if timing else ((), (), ())
+        lines = next((m[1] for sender, _, m in reversed(reports.messages) if sender == "program"
+                      and m[0] == "coverage" and len(m) == 2), None) if coverage else None
+        lines = tuple(sorted({x for x in lines if type(x) is int and 0 < x < 1 << 30})) \
+            if type(lines) in (list, tuple) else None  # the program's words: plain ints or nothing
         return Result(verdict, per_test.count("passed"), n, round(cpu_s, 4), round(wall_s, 4),
-                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe)
+                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe, lines)
     except Exception as e:  # a defect of ours, met through a report no test foresaw
         return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
 
@@ -335,11 +339,12 @@ def _modules(setup, expressions, keep_sys=False):
     return sorted(names - ({"builtins"} if keep_sys else {"sys", "builtins"}))
 
 
-def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False) -> list[Result]:
+def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False,
+             coverage: bool = False) -> list[Result]:
     """run_program(**job) for every job, `workers` at a time (default: one per CPU core); results
-    in input order. Threads suffice: each one waits on its own child process."""
+    in input order. Threads suffice: each one waits on its own child process. coverage: see run_program."""
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
-        results = pool.map(lambda job: run_program(**job), jobs)
+        results = pool.map(lambda job: run_program(**job, coverage=coverage), jobs)
         if progress:
             from tqdm import tqdm
             results = tqdm(results, total=len(jobs), desc="sandbox")
@@ -374,9 +379,9 @@ def require(unsafe: bool, show: bool = True) -> dict:
         if not unsafe:
             raise SandboxError(chosen.refusal())
         allow_unsafe()
-    held = sandbox_check.guarantees(run_program, chosen.mode, MAX_PROCS)
+    held = check.guarantees(run_program, chosen.mode, MAX_PROCS)
     if show:
-        print(f"sandbox: {sandbox_check.describe(chosen.mode)}: " + ", ".join(
+        print(f"sandbox: {check.describe(chosen.mode)}: " + ", ".join(
             f"{k} {'yes' if v else 'no'}" for k, (v, _) in held.items())
               + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)"), flush=True)
     return {"mode": chosen.mode, "unsafe": not chosen.isolated, "missing": chosen.missing,
@@ -387,5 +392,5 @@ if __name__ == "__main__":  # python sandbox.py --check: what is in force here, 
     if sys.argv[1:] != ["--check"]:
         sys.exit("usage: python sandbox.py --check")
     chosen = isolation()
-    print("\n".join(sandbox_check.report(chosen, sandbox_check.guarantees(run_program, chosen.mode, MAX_PROCS))))
+    print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, MAX_PROCS))))
     sys.exit(0 if chosen.isolated else 1)

@@ -1,10 +1,13 @@
-"""Experiment trackers (`train.py --report-to tensorboard|wandb|trackio`); metrics.jsonl is always written.
+"""Where a run's numbers go: metrics.jsonl and samples.jsonl always (`RunLog`), and an experiment tracker
+(`train.py --report-to tensorboard|wandb|trackio`).
 
 Each tracker's package is imported only when it is chosen, on rank 0 only; a missing one is a
 one-line TrackerError. Every numeric value of a metrics line is logged as `<phase>/<key>` at its
 GRPO step (eval lines as eval/<key>); counts like verdicts as `<phase>/<key>/<name>`.
 """
 import importlib
+import json
+import os
 from pathlib import Path
 
 KINDS = ["none", "tensorboard", "wandb", "trackio"]
@@ -74,3 +77,36 @@ def make(kind: str, run_dir, config: dict) -> Tracker | None:
     if kind not in KINDS:
         raise TrackerError(f"unknown --report-to '{kind}': use one of {', '.join(KINDS)}")
     return Tracker(kind, run_dir, config)
+
+
+class RunLog:
+    """The run folder's logs, a context manager: metrics.jsonl (one line per SFT / GRPO step / evaluation,
+    also sent to the tracker), samples.jsonl (a GRPO step's samples, one line each). write=False (torchrun's
+    ranks > 0) writes nowhere. rows: the GRPO steps' lines (train.py's --profile table)."""
+
+    def __init__(self, run_dir: Path, config: dict, write: bool = True):
+        self.rows, self.tracker = [], make(config.get("report_to"), run_dir, config) if write else None
+        self.metrics = open(Path(run_dir) / "metrics.jsonl", "a") if write else open(os.devnull, "w")
+        self.samples = open(Path(run_dir) / "samples.jsonl", "a") if write else open(os.devnull, "w")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.metrics.close()
+        self.samples.close()
+        if self.tracker:
+            self.tracker.close()
+
+    def log(self, m: dict) -> None:
+        self.metrics.write(json.dumps(m) + "\n")
+        self.metrics.flush()
+        if self.tracker:
+            self.tracker.log(m)
+
+    def step(self, m: dict, samples: list) -> None:
+        """A GRPO step's line (m holds its "step") and its samples."""
+        self.rows.append(m)
+        self.log(m)
+        self.samples.write("".join(json.dumps({"step": m["step"], **s}) + "\n" for s in samples))
+        self.samples.flush()

@@ -19,40 +19,38 @@ samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), a
 (peft), curves.png. --eval-data: greedy held-out pass@1 while training (progress.py); torchrun:
 data parallel (distributed.py); --profile prints the seconds of each phase of a step.
 """
-import json
-import math
-import os
 import random
 import sys
 import time
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-import checkers
+from sandboxing import checkers
 import checkpoint
-import coder
+import codedpo
 import data
 import distributed
-from flags import get_args
 import efficiency
 import eval as evaluation
 import grpo
 import models
-import planner  # noqa: F401 (train.planner: the roles' modules stay reachable)
+import ppo
 import progress
-import rollout
-import sandbox
 import report
 import retriever
 import roles
+import rollout
+import sandbox
 import sft
+import stepcoder
 import trackers
-import update
 import tree
-from checkpoint import save_adapters  # noqa: F401 (train.save_adapters)
-from progress import print_profile  # noqa: F401 (bench/grpo_bench.py)
+import update
+from flags import get_args
 
 
 def adapter_roles(chain) -> list:
@@ -88,7 +86,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
                       written back into the tree's program nodes
     3. credit         tree.advantages -> grpo.tree_advantages: a node is worth the mean (or max) of the
                       valid programs below it, its advantage is normalised among its siblings
-    4. gradient step  gradient_step: each role's loss and backward (update.policy_update -> grpo.grpo_loss),
+    4. gradient step  update.gradient_step: each role's loss and backward (update.policy_update -> grpo.grpo_loss),
                       then one clipped AdamW step on every adapter (skipped when anything is non-finite)
     5. metrics        step_metrics: plain floats for metrics.jsonl, the first plan and program of each problem
 
@@ -98,34 +96,35 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     """
     clock = progress.Clock(next(policy.parameters()).device)
     t0 = time.perf_counter()
-    rollouts = tree.build(problems, args.roles, tree_sizes(args), role_sampler(policy, tok, args, clock),  # 1
-                          program_runner(args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
+    rollouts = tree.build(problems, args.roles, tree_sizes(args), partial(generate, policy, tok, args, clock),  # 1
+                          partial(run_programs, args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
                           k=args.retrieval_k)
     rewards = step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
     credit = tree.advantages(rollouts, args.planner_credit, args.scale_rewards == "group",  # 3
                              args.coder_baseline, args.debug_reward, args.debug_gamma)
-    update_metrics = gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
+    update_metrics = update.gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
     step_s = time.perf_counter() - t0
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
 
 
-def role_sampler(policy, tok, args, clock):
-    """Step 1's generate(role, chats, n) for tree.build: n completions per chat from the role's LoRA
-    adapter (rollout.sample with the role's token budget and stop pattern), timed as its generation phase."""
-    def generate(role, chats, n):
-        with clock(GEN_PHASE.get(role, f"{role}_generation")):
-            policy.set_adapter(role)
-            return rollout.sample(policy, tok, chats, n, roles.max_tokens(args, role), args.temperature, args.top_p,
-                                  stop=roles.ROLES[role].stop)
-    return generate
+# --algo -> its step function, each with grpo_step's signature and metrics (docs/baselines.md)
+STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}
 
 
-def program_runner(args, clock):
-    """Step 1's run(jobs) for tree.build: sandbox.run_many on --workers processes, timed as the sandbox phase."""
-    def run(jobs):
-        with clock("sandbox"):
-            return sandbox.run_many(jobs, workers=args.workers)
-    return run
+def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
+    """Step 1's generate(role, chats, n) for tree.build (bound with partial): n completions per chat from the
+    role's LoRA adapter (rollout.sample with the role's token budget and stop pattern), timed as its phase."""
+    with clock(GEN_PHASE.get(role, f"{role}_generation")):
+        policy.set_adapter(role)
+        return rollout.sample(policy, tok, chats, n, roles.max_tokens(args, role), args.temperature, args.top_p,
+                              stop=roles.ROLES[role].stop)
+
+
+def run_programs(args, clock, jobs: list) -> list:
+    """Step 1's run(jobs) for tree.build (bound with partial): sandbox.run_many on --workers processes,
+    timed as the sandbox phase."""
+    with clock("sandbox"):
+        return sandbox.run_many(jobs, workers=args.workers)
 
 
 def step_rewards(rollouts, problems, args, clock) -> torch.Tensor:
@@ -150,7 +149,8 @@ def step_rewards(rollouts, problems, args, clock) -> torch.Tensor:
 
 
 def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
-    """Sandbox results (flat, prompt-major) -> rewards [B, G, M] (docs/algorithm.md#the-reward).
+    """Sandbox results (flat, prompt-major) -> rewards of `shape` (docs/algorithm.md#the-reward): training
+    passes [B, 1, K], K programs per problem (step_rewards).
 
     pass_rate: passed/total; all_pass: 1[verdict == passed]. --efficiency-weight lambda > 0 adds
     grpo.efficiency_bonus: lambda * min(1, 1 / NET) for a program that passes every test, NET = its
@@ -167,52 +167,9 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
     return r
 
 
-def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dict, float, float, int]:
-    """Step 4: the backward of every role's GRPO loss (update.policy_update; the gradients of all roles
-    add up), then one AdamW step on all adapters after clipping the gradient norm to --max-grad-norm;
-    --num-iterations times over the same rollouts, with pi_old's log-probs scored once before the first.
-
-    A non-finite loss or gradient norm skips that optimizer step: nothing non-finite may reach the
-    optimizer (docs/algorithm.md#non-finite-values-reach-the-optimizer). Every role still runs, so that
-    under torchrun every rank reaches the same collectives. Returns (per-role metrics {<role>_kl,
-    <role>_clip_frac}, loss of the last iteration, gradient norm, skipped optimizer steps): plain numbers.
-    """
-    active = [role for role in args.roles if role in credit]  # a debugger with no failing program: no rows
-    work = {role: (rollouts.outputs[role][0], credit[role].adv, credit[role].valid, roles.max_tokens(args, role))
-            for role in active}
-    olds = {}
-    if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
-        with clock("old_logprobs"):
-            for role in active:
-                policy.set_adapter(role)
-                olds[role] = update.all_logprobs(policy, work[role][0], args.micro_batch)
-    per_role, grad_norm, skipped, loss = {}, 0.0, 0, 0.0
-    for _ in range(args.num_iterations):
-        optimizer.zero_grad(set_to_none=True)
-        loss, bad = 0.0, False
-        try:
-            for role in active:
-                r, adv, valid, max_len = work[role]
-                try:
-                    l, m = update.policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
-                except FloatingPointError:
-                    bad = True  # the other roles still run: every rank must reach the same collectives
-                    continue
-                loss += l
-                per_role.update({f"{role}_{k}": v for k, v in m.items()})
-            with clock("optimizer"):
-                if distributed.reduce_grads(optimizer.param_groups[0]["params"], bad):  # torchrun: sum
-                    raise FloatingPointError("non-finite loss")
-                params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
-                if params:
-                    grad_norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
-                    if not math.isfinite(grad_norm):
-                        raise FloatingPointError("non-finite gradient norm")
-                    optimizer.step()
-        except FloatingPointError:
-            optimizer.zero_grad(set_to_none=True)
-            skipped += 1
-    return per_role, loss, grad_norm, skipped
+def mean_tokens(outputs: dict, role: str) -> float | None:
+    """Mean completion length (tokens) of the role's first rollout of the step; None if it did not run."""
+    return outputs[role][0].mask.sum(1).mean().item() if role in outputs else None
 
 
 def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args) -> tuple[dict, list]:
@@ -230,7 +187,6 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
                         "completion": first.text, "program": first.program, "verdict": first.result.verdict,
                         "detail": first.result.detail, **({"unsafe": True} if first.result.unsafe else {})})
     outputs = rollouts.outputs
-    tokens = lambda role: outputs[role][0].mask.sum(1).mean().item() if role in outputs else None  # noqa: E731
     planned = "planner" in args.roles
     repairs = credit.get("debugger")
     active = [role for role in args.roles if role in credit]
@@ -242,142 +198,223 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
         .mean().item() if planned else None,
         **{f"frac_zero_std_{role}": credit[role].zero_std for role in active}, **per_role,
         "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
-        "plan_tokens": tokens("planner") if planned else None,
-        "code_tokens": tokens("coder"),
+        "plan_tokens": mean_tokens(outputs, "planner") if planned else None,
+        "code_tokens": mean_tokens(outputs, "coder"),
         "truncated_codes": outputs["coder"][0].truncated.float().mean().item(),
-        **({"retrieval_tokens": tokens("retriever")} if "retriever" in outputs else {}),
+        **({"retrieval_tokens": mean_tokens(outputs, "retriever")} if "retriever" in outputs else {}),
         **({"repairs": len(repairs.adv), "repair_reward": repairs.reward.mean().item(),
-            "repair_tokens": tokens("debugger")} if repairs is not None else {}),
+            "repair_tokens": mean_tokens(outputs, "debugger")} if repairs is not None else {}),
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
         **{f"time_{k}_s": v for k, v in clock.s.items()}, "time_step_s": step_s,
     }, samples
 
 
-def main(argv=None):
-    args = get_args(argv)
+@dataclass
+class Run:
+    """What the stages of a run share (`setup` makes it, `load_policy` adds the policy): the flags, this
+    process's place under torchrun, the run folder and its checkpoint state, the problems, the policy."""
+    args: object
+    rank: int  # 0 without torchrun; rank 0 writes every file
+    world: int  # processes
+    device: str
+    quant: str
+    dir: Path  # runs/<time>/
+    ckpt: Path | None  # the checkpoint --resume goes on from (None: a fresh run)
+    state: dict  # step, problems consumed, SFT roles done, seconds (checkpoint.fresh_state)
+    problems: list = field(default_factory=list)
+    eval_problems: list = field(default_factory=list)
+    isolation: str = ""  # what the sandbox isolates with (config.json)
+    policy: object = None  # the base with one LoRA adapter per role (models.add_role_adapters)
+    tok: object = None
+    optimizer: torch.optim.Optimizer | None = None  # AdamW on every role's LoRA weights
+    lora: list = field(default_factory=list)  # those weights
+    corpus: object = None  # retriever.Corpus for --retrieval corpus
+    finished: bool = False  # --resume of a run that had reached its last step: nothing to do
+    t_start: float = field(default_factory=time.perf_counter)
+
+    @property
+    def main_rank(self) -> bool:
+        return self.rank == 0
+
+
+def main(argv=None) -> Path:
+    """python train.py: setup, the policy, the cold-start SFT stage, the GRPO stage, the run's end.
+    Returns the run folder."""
+    run = setup(get_args(argv))
+    if run.finished:  # --resume of a run that had reached its last step
+        distributed.cleanup()
+        return run.dir
+    load_policy(run)
+    with open_log(run) as log:
+        sft_stage(run, log)
+        grpo_stage(run, log)
+    if run.main_rank:
+        finish(run, log.rows)
+    distributed.cleanup()
+    return run.dir
+
+
+def setup(args) -> Run:
+    """Device and torchrun, the run folder and its latest checkpoint (--resume), the seeds, the problems,
+    and a sandbox that isolates and tells right from wrong (else a one-line SystemExit)."""
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
     rank, world, device = distributed.setup(device)  # (0, 1, device) without torchrun
-    main_rank = rank == 0  # writes every file
     if args.problems_per_step % world:
         raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
     run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
-    ckpt, state = (checkpoint.latest(run_dir) if args.resume else None), checkpoint.fresh_state()
-    if ckpt and checkpoint.finished(args, run_dir, ckpt, main_rank):
-        distributed.cleanup()
-        return run_dir
+    run = Run(args, rank, world, device, quant, run_dir, checkpoint.latest(run_dir) if args.resume else None,
+              checkpoint.fresh_state())
+    run.finished = bool(run.ckpt) and checkpoint.finished(args, run_dir, run.ckpt, run.main_rank)
+    if run.finished:
+        return run
     random.seed(args.seed)
     torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
-    problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
-    eval_problems = checkers.use(data.load(args.eval_data)[:args.eval_limit] if args.eval_data else [], args.checker)
-    progress.start(args, device, len(eval_problems), show=main_rank)  # what will run, and for how long
+    run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
+    held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
+    run.eval_problems = checkers.use(held_out, args.checker)
+    progress.start(args, device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
     try:
-        isolation = sandbox.require(args.unsafe_sandbox, show=main_rank)  # refuses when nothing isolates
+        run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank)  # refuses when nothing isolates
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
     except (RuntimeError, sandbox.SandboxError) as e:
         raise SystemExit(f"error: {e}") from None
-    base, tok = models.load_base(args.model, device, quant, args.dtype)
-    policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha)
-    if args.init and not ckpt:  # a role the earlier run did not have (a new Debugger) starts fresh
-        models.init_role_adapters(policy, args.init, [r for r in args.roles if r in models.ROLES or
-                                                      (Path(args.init) / "adapters" / r).exists()])
-    corpus = retriever.Corpus(problems, exclude=eval_problems) if "retriever" in args.roles and \
-        args.retrieval == "corpus" else None
-    lora = [p for n, p in policy.named_parameters() if "lora_" in n]  # both roles' adapters
-    distributed.broadcast_params(lora)
-    if world > 1:
-        torch.manual_seed(args.seed + rank)  # each rank samples its own completions
-    optimizer = torch.optim.AdamW(lora, lr=args.lr, weight_decay=0.0)
-    if ckpt:
-        state = checkpoint.load(ckpt, policy, optimizer, rank, world)  # adapters, optimizer, RNG last
-    tracker = None
-    if main_rank:
-        dtype = models.choose_dtype(device, args.dtype)  # what auto chose here
-        config = {**vars(args), "device": device, "quant": quant, "dtype": dtype, "sandbox": isolation}
-        checkpoint.prepare(run_dir, config, ckpt, state)  # config.json; logs cut back to the checkpoint
-        tracker = trackers.make(args.report_to, run_dir, config)
-        print(f"run folder {run_dir}  model {args.model}  device {device}  quant {quant}  dtype {dtype}  "
-              f"processes {world}  problems {len(problems)}  trainable LoRA params {sum(p.numel() for p in lora):,}"
-              + (f"\nresumed from {ckpt} (step {state['step']})" if ckpt else
-                 f"\n{run_dir} has no checkpoint yet: starting it over" if args.resume else ""))
+    return run
 
-    rows, bad, broken, t_start = [], 0, 0, time.perf_counter()
-    with (open(run_dir / "metrics.jsonl", "a") if main_rank else open(os.devnull, "w")) as metrics_file, \
-         (open(run_dir / "samples.jsonl", "a") if main_rank else open(os.devnull, "w")) as samples_file:
-        def log(m: dict):
-            metrics_file.write(json.dumps(m) + "\n")
-            metrics_file.flush()
-            if tracker:
-                tracker.log(m)
 
-        def save(name: str):  # every rank's RNG; rank 0 writes
-            rngs = distributed.gather(checkpoint.rng_state())
-            if main_rank:
-                s = {**state, "wall_s": state["wall_s"] + time.perf_counter() - t_start}
-                checkpoint.save(run_dir, name, policy, optimizer, s, rngs, args.keep_checkpoints)
+def load_policy(run: Run) -> None:
+    """The base model with one LoRA adapter per role (--init: an earlier run's), the same weights on every
+    rank, AdamW on the adapters, and a checkpoint's adapters, optimizer and RNG (--resume)."""
+    args = run.args
+    base, run.tok = models.load_base(args.model, run.device, run.quant, args.dtype)
+    run.policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha)
+    if args.init and not run.ckpt:  # a role the earlier run did not have (a new Debugger) starts fresh
+        models.init_role_adapters(run.policy, args.init, [r for r in args.roles if r in models.ROLES or
+                                                          (Path(args.init) / "adapters" / r).exists()])
+    if "retriever" in args.roles and args.retrieval == "corpus":
+        run.corpus = retriever.Corpus(run.problems, exclude=run.eval_problems)
+    run.lora = [p for n, p in run.policy.named_parameters() if "lora_" in n]  # every role's adapter
+    distributed.broadcast_params(run.lora)
+    if run.world > 1:
+        torch.manual_seed(args.seed + run.rank)  # each rank samples its own completions
+    if args.algo not in STEPS:
+        raise TrainingError(f"--algo {args.algo} is not part of this version")
+    extra = ppo.setup(run.policy, args) if args.algo in ("ppo", "stepcoder") else []  # the critic; a frozen reference
+    run.optimizer = torch.optim.AdamW(run.lora + extra, lr=args.lr, weight_decay=0.0)
+    if run.ckpt:
+        run.state = checkpoint.load(run.ckpt, run.policy, run.optimizer, run.rank, run.world)  # RNG last
 
-        def maybe_eval(step: int, last: bool = False):
-            if eval_problems and main_rank and (step == 0 or last or args.eval_every > 0 and step % args.eval_every == 0):
-                log({"phase": "eval", "step": step, **progress.evaluate(policy, tok, eval_problems, args)})
 
-        for role in roles.sft_roles(args.roles) if args.sft_steps > 0 else []:
-            if role not in state["sft_done"]:
-                try:
-                    sft.train(policy, tok, problems, role, args, optimizer, metrics_file if main_rank else None)
-                except ValueError as e:
-                    raise TrainingError(str(e)) from None
-                metrics_file.flush()
-                state["sft_done"].append(role)
-                distributed.broadcast_params(lora)  # torchrun: SFT ran on every rank (the same batches)
-                save(f"sft-{len(state['sft_done'])}")
-        if state["step"] == 0:
-            maybe_eval(0)
-        for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
-                                 initial=state["step"], disable=not main_rank):  # a resume goes on
-            batch = checkpoint.batch_at(problems, state["consumed"], min(args.problems_per_step, len(problems)), args.seed)
-            k = len(batch) // world  # this rank's slice: whole groups, never split
-            m, samples = grpo_step(policy, tok, batch[rank * k:(rank + 1) * k], args, optimizer, corpus)
-            m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
-            state["step"], state["consumed"] = step, state["consumed"] + len(batch)
-            m = {"phase": "grpo", "step": step, **m}
-            rows.append(m)
-            log(m)
-            samples_file.write("".join(json.dumps({"step": step, **s}) + "\n" for s in samples))
-            samples_file.flush()
-            if main_rank:
-                tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  "
-                           f"{m['time_step_s']:.0f} s")
-            state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)
-            last = step == args.steps or checkpoint.budget_spent(args, state)
-            broken = broken + 1 if set(m["verdicts"]) == {"sandbox_error"} else 0
-            if broken == 2:  # no program could be judged: rewards of 0 would teach nothing, only use time
-                save(f"step-{step:06d}")
-                raise TrainingError(f"steps {step - 1}-{step}: the sandbox failed on every program "
-                                    f"({samples[0]['detail'] if samples else 'no detail'}); stopped at a checkpoint, "
-                                    f"--resume {run_dir} once it works (python -c 'import sandbox; sandbox.self_check()')")
-            bad = bad + 1 if m["skipped_updates"] else 0
-            if bad == 3:  # a diverged run: keep what it had, say so, stop
-                if main_rank:
-                    save_adapters(policy, run_dir)
-                raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
-                                    f"stopped, adapters saved in {run_dir / 'adapters'} (try a lower --lr)")
-            maybe_eval(step, last)
-            if last or (args.save_every > 0 and step % args.save_every == 0):
-                save(f"step-{step:06d}")
-            if last:
-                if main_rank and step < args.steps:
-                    tqdm.write(f"--time-budget {args.time_budget:g} min spent after step {step}: stopping")
-                break
-    if main_rank:
-        save_adapters(policy, run_dir)
-        if tracker:
-            tracker.close()
-        if args.profile and rows:
-            print_profile(rows)
-        print(report.plot_curves([run_dir], run_dir / "curves.png"))
-        print(progress.summary(run_dir, state["wall_s"] + time.perf_counter() - t_start))
-    distributed.cleanup()
-    return run_dir
+def open_log(run: Run) -> trackers.RunLog:
+    """Rank 0: config.json (checkpoint.prepare: the logs cut back to the checkpoint), the run's first line,
+    and its logs (metrics.jsonl, samples.jsonl, the --report-to tracker); other ranks log nowhere."""
+    args, dtype = run.args, models.choose_dtype(run.device, run.args.dtype)  # what auto chose here
+    config = {**vars(args), "device": run.device, "quant": run.quant, "dtype": dtype, "sandbox": run.isolation}
+    if run.main_rank:
+        checkpoint.prepare(run.dir, config, run.ckpt, run.state)
+        print(f"run folder {run.dir}  model {args.model}  device {run.device}  quant {run.quant}  dtype {dtype}  "
+              f"processes {run.world}  problems {len(run.problems)}  trainable LoRA params "
+              f"{sum(p.numel() for p in run.lora):,}" + (f"\nresumed from {run.ckpt} (step {run.state['step']})"
+              if run.ckpt else f"\n{run.dir} has no checkpoint yet: starting it over" if args.resume else ""))
+    return trackers.RunLog(run.dir, config, write=run.main_rank)
+
+
+def evaluate(run: Run, log: trackers.RunLog, step: int, last: bool = False) -> None:
+    """Greedy held-out pass@1 (--eval-data; progress.evaluate) at step 0, every --eval-every steps and at the end."""
+    args = run.args
+    if run.eval_problems and run.main_rank and (step == 0 or last or args.eval_every > 0 and step % args.eval_every == 0):
+        log.log({"phase": "eval", "step": step, **progress.evaluate(run.policy, run.tok, run.eval_problems, args)})
+
+
+def save(run: Run, name: str) -> None:
+    """A checkpoint (checkpoint.save) with every rank's RNG state; rank 0 writes it."""
+    rngs = distributed.gather(checkpoint.rng_state())
+    if run.main_rank:
+        state = {**run.state, "wall_s": run.state["wall_s"] + time.perf_counter() - run.t_start}
+        checkpoint.save(run.dir, name, run.policy, run.optimizer, state, rngs, run.args.keep_checkpoints)
+
+
+def sft_stage(run: Run, log: trackers.RunLog) -> None:
+    """0. Cold-start SFT (--sft-steps) of each role on our reference plans / solutions (sft.py), one
+    checkpoint after each role (a resume skips the roles done)."""
+    if run.args.sft_steps <= 0:
+        return
+    for role in roles.sft_roles(run.args.roles):
+        if role in run.state["sft_done"]:
+            continue
+        try:
+            sft.train(run.policy, run.tok, run.problems, role, run.args, run.optimizer,
+                      log.metrics if run.main_rank else None)
+        except ValueError as e:
+            raise TrainingError(str(e)) from None
+        log.metrics.flush()
+        run.state["sft_done"].append(role)
+        distributed.broadcast_params(run.lora)  # torchrun: SFT ran on every rank (the same batches)
+        save(run, f"sft-{len(run.state['sft_done'])}")
+
+
+def grpo_stage(run: Run, log: trackers.RunLog) -> None:
+    """The GRPO steps, from the checkpoint's step on: a batch of problems (each rank its slice), one
+    training step on it, its metrics and samples logged, evaluation and checkpoints on schedule; stops
+    after --grpo-steps or --time-budget, or when the run cannot learn (Health)."""
+    args, state, health = run.args, run.state, Health()
+    if state["step"] == 0:
+        evaluate(run, log, 0)
+    for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
+                             initial=state["step"], disable=not run.main_rank):  # a resume goes on
+        batch = checkpoint.batch_at(run.problems, state["consumed"], min(args.problems_per_step, len(run.problems)),
+                                    args.seed)
+        k = len(batch) // run.world  # this rank's slice: whole groups, never split
+        mine = batch[run.rank * k:(run.rank + 1) * k]
+        m, samples = STEPS[args.algo](run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step
+        m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
+        state["step"], state["consumed"] = step, state["consumed"] + len(batch)
+        state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)
+        log.step({"phase": "grpo", "step": step, **m}, samples)
+        if run.main_rank:
+            tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  {m['time_step_s']:.0f} s")
+        health.check(run, step, m, samples)
+        last = step == args.steps or checkpoint.budget_spent(args, state)
+        evaluate(run, log, step, last)
+        if last or (args.save_every > 0 and step % args.save_every == 0):
+            save(run, f"step-{step:06d}")
+        if last:
+            if run.main_rank and step < args.steps:
+                tqdm.write(f"--time-budget {args.time_budget:g} min spent after step {step}: stopping")
+            break
+
+
+class Health:
+    """Stops a run that cannot learn, with a one-line TrainingError: two steps in a row in which the
+    sandbox judged no program (rewards of 0 teach nothing: stopped at a checkpoint), three in a row whose
+    optimizer step was skipped for a non-finite loss or gradient norm (a diverged run: adapters saved)."""
+
+    def __init__(self):
+        self.broken, self.bad = 0, 0  # steps in a row
+
+    def check(self, run: Run, step: int, m: dict, samples: list) -> None:
+        self.broken = self.broken + 1 if set(m["verdicts"]) == {"sandbox_error"} else 0
+        if self.broken == 2:
+            save(run, f"step-{step:06d}")
+            raise TrainingError(f"steps {step - 1}-{step}: the sandbox failed on every program "
+                                f"({samples[0]['detail'] if samples else 'no detail'}); stopped at a checkpoint, "
+                                f"--resume {run.dir} once it works (python -c 'import sandbox; sandbox.self_check()')")
+        self.bad = self.bad + 1 if m["skipped_updates"] else 0
+        if self.bad == 3:
+            if run.main_rank:
+                checkpoint.save_adapters(run.policy, run.dir)
+            raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
+                                f"stopped, adapters saved in {run.dir / 'adapters'} (try a lower --lr)")
+
+
+def finish(run: Run, rows: list) -> None:
+    """Rank 0 at the end: the adapters (adapters/<role>/), the --profile table, curves.png and the
+    summary line."""
+    checkpoint.save_adapters(run.policy, run.dir)
+    if run.args.profile and rows:
+        progress.print_profile(rows)
+    print(report.plot_curves([run.dir], run.dir / "curves.png"))
+    print(progress.summary(run.dir, run.state["wall_s"] + time.perf_counter() - run.t_start))
 
 
 def cli():

@@ -1,27 +1,83 @@
-"""One role's GRPO update pass: the loss over micro-batches, its backward, and pi_old's log-probs.
+"""Step 4 of a GRPO step, the gradient step: each role's loss over micro-batches and its backward, then one
+optimizer step on every adapter (train.grpo_step calls gradient_step after the rollouts are scored).
 
-train.grpo_step calls policy_update once per role after the rollouts are scored; the gradients of
-all roles accumulate and one optimizer step follows. The math of each line is in grpo.py. Every
-forward shares prompts: the rows that share a prompt (a group) forward it once (rollout.prompt_pass),
-and the values and gradients are those of the row-by-row rollout.logprobs. A prompt is
-forwarded once per role update, however many micro-batches its rows fill: its pass is kept
-(rollout.prompt_pass, detached), each micro-batch's backward leaves its gradient on the prompt's keys and
-values, and one backward through the prompt pass follows its last micro-batch.
+    for each role:                      policy_update
+        for each micro-batch of rows:
+            logp = logprobs(policy, rows)                        [n, T]
+            loss = grpo_loss(logp, old, ref, A, w)               (grpo.py: the equations)
+            loss.backward()                                      (gradients of all roles add up)
+    clip the gradient norm; AdamW step                  (skipped when anything is non-finite)
+
+The forward is the plain one (RowByRow: rollout.logprobs) with --no-shared-prompt or under gradient
+checkpointing, else shared_prompt.SharedPrompt, which forwards each group's prompt once and gives the
+same values and gradients (the fast path; a reader can skip it).
 """
+import math
+
 import torch
 
 import distributed
 import grpo
+import roles
 import rollout
+import shared_prompt
+
+
+def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dict, float, float, int]:
+    """Step 4: the backward of every role's GRPO loss (update.policy_update; the gradients of all roles
+    add up), then one AdamW step on all adapters after clipping the gradient norm to --max-grad-norm;
+    --num-iterations times over the same rollouts, with pi_old's log-probs scored once before the first.
+
+    A non-finite loss or gradient norm skips that optimizer step: nothing non-finite may reach the
+    optimizer (docs/algorithm.md#non-finite-values-reach-the-optimizer). Every role still runs, so that
+    under torchrun every rank reaches the same collectives. Returns (per-role metrics {<role>_kl,
+    <role>_clip_frac}, loss of the last iteration, gradient norm, skipped optimizer steps): plain numbers.
+    """
+    active = [role for role in args.roles if role in credit]  # a debugger with no failing program: no rows
+    work = {role: (rollouts.outputs[role][0], credit[role].adv, credit[role].valid, roles.max_tokens(args, role))
+            for role in active}
+    olds = {}
+    if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
+        with clock("old_logprobs"):
+            for role in active:
+                policy.set_adapter(role)
+                olds[role] = all_logprobs(policy, work[role][0], args)
+    per_role, grad_norm, skipped, loss = {}, 0.0, 0, 0.0
+    for _ in range(args.num_iterations):
+        optimizer.zero_grad(set_to_none=True)
+        loss, bad = 0.0, False
+        try:
+            for role in active:
+                r, adv, valid, max_len = work[role]
+                try:
+                    l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
+                except FloatingPointError:
+                    bad = True  # the other roles still run: every rank must reach the same collectives
+                    continue
+                loss += l
+                per_role.update({f"{role}_{k}": v for k, v in m.items()})
+            with clock("optimizer"):
+                if distributed.reduce_grads(optimizer.param_groups[0]["params"], bad):  # torchrun: sum
+                    raise FloatingPointError("non-finite loss")
+                params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
+                if params:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
+                    if not math.isfinite(grad_norm):
+                        raise FloatingPointError("non-finite gradient norm")
+                    optimizer.step()
+        except FloatingPointError:
+            optimizer.zero_grad(set_to_none=True)
+            skipped += 1
+    return per_role, loss, grad_norm, skipped
 
 
 def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, clock, old_logp=None):
     """Backward of one role's GRPO loss over micro-batches (gradients accumulate); returns (loss, metrics).
 
-    r: the role's rollout, N rows; adv: [N]; valid: [N] bool; max_len: the role's token budget
-    (the constant of 'dr_grpo'). The weights w are computed once for all N rows, so the summed
-    micro-batch losses equal the full-batch loss whatever --micro-batch is
-    (docs/algorithm.md#excluded-samples-still-count-in-the-normaliser).
+    r: the role's rollout, N rows; adv: [N]; valid: [N] bool (an empty completion: out of the loss and of
+    its normaliser); max_len: the role's token budget (the constant of 'dr_grpo'). The weights w are
+    computed once for all N rows, so the summed micro-batch losses equal the full-batch loss whatever
+    --micro-batch is (docs/algorithm.md#excluded-samples-still-count-in-the-normaliser).
     With beta = 0 a row with A = 0 has loss and gradient exactly 0: it gets no forward pass
     (it still counts in the normaliser); with beta > 0 its KL term is trained, so it runs.
     Raises FloatingPointError on a non-finite loss (the caller skips the optimizer step).
@@ -34,40 +90,23 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
     w = grpo.loss_weights(mask, args.loss_type, max_len)  # [N, T], sums to 1 for 'token'
     w = w * distributed.normaliser_share(mask, args.loss_type)  # torchrun: over all ranks' rows
     rows = [i for i in range(len(adv)) if mask[i].sum() > 0 and (adv[i] != 0 or args.beta > 0)]
+    forward = scorer(policy, r, args, clock)
     total, stats = 0.0, []
-    shared = not rollout.checkpointing(policy)  # else row by row (rollout.logprobs), as the layers drop the cache
-
-    def forward(idx, pp):  # [n, T] log-probs of rows idx
-        return rollout.completion_logprobs(policy, r, idx, pp) if shared else rollout.logprobs(policy, r, idx)
-
-    for chunk in prompt_chunks(rows, r.n, args.micro_batch):
-        prompts = torch.unique(torch.tensor(chunk) // r.n)  # [u] the chunk's prompts, u <= --micro-batch
-        pp = ref_pp = None
-        if shared and args.beta > 0:  # pi_ref = the base model (adapters off); only needed for the KL term
+    for idx in forward.micro_batches(rows):  # [n] row ids
+        ref = None
+        if args.beta > 0:  # pi_ref = the base model (adapters off); only needed for the KL term
             with clock("reference_logprobs"), torch.no_grad(), policy.disable_adapter():
-                ref_pp = rollout.prompt_pass(policy, r, prompts)
-        if shared:
-            with clock("policy_forward_backward"):
-                pp = rollout.prompt_pass(policy, r, prompts, detach=True)
-        for k in range(0, len(chunk), args.micro_batch):
-            idx = torch.tensor(chunk[k:k + args.micro_batch])
-            ref = None
-            if args.beta > 0:
-                with clock("reference_logprobs"), torch.no_grad(), policy.disable_adapter():
-                    ref = forward(idx, ref_pp)  # [n, T]
-            with clock("policy_forward_backward"):
-                logp = forward(idx, pp)  # [n, T] with grad
-                old = logp.detach() if old_logp is None else old_logp[idx]
-                loss, m = grpo.grpo_loss(logp, old, logp.detach() if ref is None else ref, adv[idx], w[idx],
-                                         args.epsilon, args.epsilon_high, args.beta)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"non-finite {role} loss")
-                loss.backward()  # the completions' part; the prompt's gradient waits on pp's leaves
-            total += loss.item()
-            stats.append((len(idx), m))
-        if shared:
-            with clock("policy_forward_backward"):
-                pp.backward()  # the prompt pass once, with the sum of its micro-batches' gradients
+                ref = forward.logprobs(idx, reference=True)  # [n, T]
+        with clock("policy_forward_backward"):
+            logp = forward.logprobs(idx)  # [n, T] with grad
+            old = logp.detach() if old_logp is None else old_logp[idx]
+            loss, m = grpo.grpo_loss(logp, old, logp.detach() if ref is None else ref, adv[idx], w[idx],
+                                     args.epsilon, args.epsilon_high, args.beta)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite {role} loss")
+            loss.backward()
+        total += loss.item()
+        stats.append((len(idx), m))
     n = sum(c for c, _ in stats) or 1
     metrics = {k: sum(c * m[k] for c, m in stats) / n if stats else None for k in ("kl", "clip_frac")}
     if args.beta == 0:
@@ -75,23 +114,33 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
     return total, metrics
 
 
-def prompt_chunks(rows: list, n: int, per_chunk: int) -> list:
-    """rows (ascending row ids; row i belongs to prompt i // n) -> lists of rows, each holding all the rows
-    of at most `per_chunk` prompts, in order. E.g. rows [0, 1, 2, 5, 6, 9], n = 4, per_chunk 1 ->
-    [[0, 1, 2], [5, 6], [9]]; per_chunk 2 -> [[0, 1, 2, 5, 6], [9]]."""
-    groups = {}
-    for i in rows:
-        groups.setdefault(i // n, []).append(i)
-    prompts = list(groups.values())
-    return [sum(prompts[k:k + per_chunk], []) for k in range(0, len(prompts), per_chunk)]
+class RowByRow:
+    """The plain forward: micro-batches of --micro-batch rows, each forwarded whole, prompt and completion
+    (rollout.logprobs). The interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
+    logprobs(ids, reference) -> [n, T] (reference: the caller has turned the adapters off)."""
+
+    def __init__(self, policy, r: rollout.Rollout, micro_batch: int):
+        self.policy, self.r, self.micro_batch = policy, r, micro_batch
+
+    def micro_batches(self, rows: list):
+        rows = list(rows)
+        return [torch.tensor(rows[k:k + self.micro_batch]) for k in range(0, len(rows), self.micro_batch)]
+
+    def logprobs(self, ids: torch.Tensor, reference: bool = False) -> torch.Tensor:
+        return rollout.logprobs(self.policy, self.r, ids)
 
 
-def all_logprobs(policy, r: rollout.Rollout, micro_batch: int) -> torch.Tensor:
-    """[N, T] log-probs of every row of r under the active adapter, without grad (each prompt forwarded once)."""
-    out = []
+def scorer(policy, r: rollout.Rollout, args, clock=None):
+    """THE switch of the loss pass's forward: shared_prompt.SharedPrompt (each group's prompt forwarded once;
+    --shared-prompt, the default) or RowByRow (--no-shared-prompt, and always under gradient checkpointing,
+    which drops the cache the shared pass needs). Both give the same values and gradients."""
+    if args.shared_prompt and shared_prompt.usable(policy):
+        return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock)
+    return RowByRow(policy, r, args.micro_batch)
+
+
+def all_logprobs(policy, r: rollout.Rollout, args) -> torch.Tensor:
+    """pi_old: [N, T] log-probs of every row of r under the active adapter, without grad (--num-iterations > 1)."""
+    forward = scorer(policy, r, args)
     with torch.no_grad():
-        for chunk in prompt_chunks(list(range(r.seqs.shape[0])), r.n, micro_batch):
-            pp = rollout.prompt_pass(policy, r, torch.unique(torch.tensor(chunk) // r.n))
-            out += [rollout.completion_logprobs(policy, r, torch.tensor(chunk[k:k + micro_batch]), pp)
-                    for k in range(0, len(chunk), micro_batch)]
-    return torch.cat(out)
+        return torch.cat([forward.logprobs(idx) for idx in forward.micro_batches(range(r.seqs.shape[0]))])

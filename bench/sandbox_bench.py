@@ -20,7 +20,7 @@ as an ordinary uid (`user` mode: a user namespace), with the same interpreter (t
 which any uid can run; the sandbox's files copied where it can read them) and workers, side by
 side, alternating A B A B; the ratio only when both scored the same.
 Checker rows: the same I/O set through the sandbox under each output checker (checkers.RULES), and
-under a checker program of the problem's own (special_checker.py: a second sandbox run, a fork per
+under a checker program of the problem's own (sandboxing/special_checker.py: a second sandbox run, a fork per
 test, of a small Python token checker): its cost per test is the difference of wall times / tests.
 Last: where one sandbox run's time goes, measured one run at a time.
 """
@@ -130,9 +130,9 @@ def io_row(workers, timeout, repeat, problems=None, source=None):
 
 
 ROOTLESS_UID = 61236  # an unprivileged uid of the bench's own (not an account, not sandbox.UID_BASE's range)
-SANDBOX_FILES = ("sandbox.py", "sandbox_process.py", "sandbox_runner.py", "sandbox_child.py", "sandbox_confine.py",
-                 "sandbox_io.py", "sandbox_judge.py", "sandbox_check.py", "judge.py", "problem.py", "checkers.py",
-                 "special_checker.py")
+SANDBOX_FILES = ("sandbox.py", "sandboxing/process.py", "sandboxing/runner.py", "sandboxing/child.py", "sandboxing/confine.py",
+                 "sandboxing/io_tests.py", "sandboxing/judge_process.py", "sandboxing/check.py", "sandboxing/judge.py", "problem.py", "sandboxing/checkers.py",
+                 "sandboxing/special_checker.py")
 TIMED = ("import json, sys, time\nsys.path.insert(0, sys.argv[1])\nimport sandbox\n"
          "jobs, workers = json.load(open(sys.argv[2]))\nsandbox.run_many(jobs[:4], workers=workers)\n"
          "start = time.perf_counter()\nresults = sandbox.run_many(jobs, workers=workers)\n"

@@ -30,7 +30,7 @@ import shutil
 import sys
 import tempfile
 
-GRADER_UID = 59999  # our choice: an unused uid below the sandbox's leased range (sandbox_process.UID_BASE)
+GRADER_UID = 59999  # our choice: an unused uid below the sandbox's leased range (sandboxing.process.UID_BASE)
 MODES = ("namespaces", "uid", "none")
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x10000000, 0x20000000
 CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000

@@ -134,7 +134,7 @@ def test_sandbox_bench_io_row():
     assert float(ours[-1].rstrip("x")) == pytest.approx(float(ours[-2]) / float(simple[-2]), rel=0.02)
     import re
 
-    import checkers
+    from sandboxing import checkers
     named = [line for line in out.splitlines() if line.startswith((*(f"{c} " for c in checkers.RULES), "checker program"))]
     assert len(named) == len(checkers.RULES) + 1  # every rule, and a checker program of the problem's own
     for line in named:  # equal work: every reference passes under every checker

@@ -1,18 +1,18 @@
-"""The output checkers (checkers.py): for each benchmark's rule a table of (output, expected,
+"""The output checkers (sandboxing/checkers.py): for each benchmark's rule a table of (output, expected,
 verdict) derived from that benchmark's own evaluation code, each case naming the line or branch
-it follows; the problem's own checker programs (special_checker.py) run in the sandbox; and the
+it follows; the problem's own checker programs (sandboxing/special_checker.py) run in the sandbox; and the
 rule of each set reaching the sandbox, eval.py and the report."""
 import json
 
 import pytest
 
-import checkers
+from sandboxing import checkers
 import data
 import eval as evaluation
 import flags
 import report
 import sandbox
-import special_checker
+from sandboxing import special_checker
 
 CC = "tester_sandboxer.cc"
 LCB = "testing_util.py grade_stdio"
@@ -295,7 +295,7 @@ def test_eval_records_the_checker_of_every_dataset(tmp_path):
            "problems": [{"task_id": "a", "passed": 1, "verdicts": ["passed"]}]}
     results = {"ks": [1], "n": 1, "temperature": 0.0, "systems": [{"name": "A", "mode": "direct"}],
                "results": {"cf": {"A": row}}, "checkers": {"cf": {"codeforces": 4, "special": 1}}}
-    assert ("\nOutput checkers of the I/O tests (checkers.py): cf: codeforces (4 problems, 1 with their own "
+    assert ("\nOutput checkers of the I/O tests (sandboxing/checkers.py): cf: codeforces (4 problems, 1 with their own "
             "checker program).") in report.markdown(results)
     path = tmp_path / "io.jsonl"
     path.write_text(json.dumps({"task_id": "x", "prompt": "p", "io_tests": [{"input": "", "output": "1"}],

@@ -9,7 +9,7 @@ import torch
 
 import models
 import sandbox
-import sandbox_check
+import sandboxing.check
 from conftest import ROOT
 
 
@@ -103,7 +103,7 @@ def test_train_two_steps_embedded_4bit(tmp_path):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["quant"] == "4bit" and cfg["steps"] == 2
     assert cfg["sandbox"]["mode"] in ("root", "user") and all(cfg["sandbox"]["guarantees"].values())
-    assert f"sandbox: {sandbox_check.describe(cfg['sandbox']['mode'])}: uid yes, pid yes, network yes" in p.stdout
+    assert f"sandbox: {sandboxing.check.describe(cfg['sandbox']['mode'])}: uid yes, pid yes, network yes" in p.stdout
     from peft import PeftModel
 
     base, _ = models.load_base(models.EMBEDDED, "cpu", "none")

@@ -208,7 +208,7 @@ CF = {"id": "2000A", "contest_id": "2000", "index": "A", "title": "Halve", "time
       "official_tests_complete": True, "input_mode": "stdio", "generated_checker": None, "executable": True}
 
 
-# A checker as open-r1/codeforces' generated_checker is called (special_checker.py):
+# A checker as open-r1/codeforces' generated_checker is called (sandboxing/special_checker.py):
 # python3 checker.py INPUT CORRECT_OUTPUT SOLUTION_OUTPUT, printing 1 for a right answer (any two positive
 # integers with sum n).
 from test_checkers import RIGHT_CHECKER as SPLIT_CHECKER  # noqa: E402

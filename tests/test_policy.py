@@ -5,10 +5,14 @@ import json
 import pytest
 import torch
 
+import checkpoint
+import coder
 import data
+import grpo
 import progress
 import rollout
 import sandbox
+import shared_prompt
 import train
 import update
 
@@ -130,8 +134,6 @@ def test_num_iterations_reuses_the_sampling_log_probs(tiny_policy, tokenizer, mo
     """--num-iterations 2: both updates use the log-probs stored before the first one as pi_old, so
     the second update sees rho != 1. Catches: pi_old recomputed after the first update (rho would be
     1 again and clipping would never act), or old log-probs taken from another adapter."""
-    import grpo
-
     calls = []
     real = grpo.grpo_loss
 
@@ -154,7 +156,7 @@ def test_init_copies_a_runs_adapters(tiny_policy, tokenizer, tmp_path):
     import models
     from conftest import tiny_base
 
-    train.save_adapters(tiny_policy, tmp_path)
+    checkpoint.save_adapters(tiny_policy, tmp_path)
     fresh = models.add_role_adapters(tiny_base(tokenizer), ["planner", "coder"], r=4, alpha=8)
     models.init_role_adapters(fresh, tmp_path, ["planner", "coder"])
     want = lora_state(tiny_policy)
@@ -170,12 +172,12 @@ def test_non_finite_logits_in_one_sample_skip_the_step(tiny_policy, tokenizer, m
     problems = data.load("train")[:1]
     args = train.get_args(["--num-plans", "2", "--codes-per-plan", "2", "--max-plan-tokens", "6", "--max-code-tokens", "6"])
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0]))
-    real = rollout.completion_logprobs  # what the update pass calls
+    real = shared_prompt.completion_logprobs  # what the update pass calls
 
     def one_bad_row(*a, **k):
         lp = real(*a, **k)
         return torch.cat([lp[:1] * float("nan"), lp[1:]])
-    monkeypatch.setattr(rollout, "completion_logprobs", one_bad_row)
+    monkeypatch.setattr(shared_prompt, "completion_logprobs", one_bad_row)
     before = lora_state(tiny_policy)
     opt = torch.optim.AdamW([p for n, p in tiny_policy.named_parameters() if "lora_" in n], lr=1e-2)
     m, _ = train.grpo_step(tiny_policy, tokenizer, problems, args, opt)
@@ -190,8 +192,8 @@ def test_three_non_finite_steps_stop_with_a_checkpoint(tokenizer, monkeypatch, t
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0]))
-    real = rollout.completion_logprobs
-    monkeypatch.setattr(rollout, "completion_logprobs", lambda *a, **k: real(*a, **k) * float("nan"))
+    real = shared_prompt.completion_logprobs
+    monkeypatch.setattr(shared_prompt, "completion_logprobs", lambda *a, **k: real(*a, **k) * float("nan"))
     with pytest.raises(train.TrainingError, match="steps 1-3 all had a non-finite"):
         train.main(["--grpo-steps", "10", "--sft-steps", "0", "--problems-per-step", "1", "--num-plans", "2", "--codes-per-plan", "2",
                     "--max-plan-tokens", "4", "--max-code-tokens", "4", "--lora-r", "4", "--out", str(tmp_path)])
@@ -206,7 +208,6 @@ def test_a_sandbox_that_judges_nothing_stops_the_run_at_a_checkpoint(tokenizer, 
     a checkpoint at step 2 to --resume from, 2 metric lines. Catches: a run that goes on for hours with
     reward 0, learning nothing (this happened once: five runs side by side judged nothing for ten minutes)."""
     from conftest import tiny_base
-    import checkpoint
     import models
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
@@ -256,7 +257,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
     args = train.get_args([])
     for rewards, expect_grad in (([1.0, 0.0, 0.0, 0.0], True), ([1.0] * 4, False)):
         tiny_policy.zero_grad(set_to_none=True)
-        adv, _ = train.grpo.group_advantages(torch.tensor([rewards]), torch.ones(1, 4, dtype=torch.bool))
+        adv, _ = grpo.group_advantages(torch.tensor([rewards]), torch.ones(1, 4, dtype=torch.bool))
         clock = progress.Clock("cpu")
         loss, _ = update.policy_update(tiny_policy, "coder", r, adv[0], torch.ones(4, dtype=torch.bool), 8, args, clock)
         grads = [p.grad for n, p in tiny_policy.named_parameters() if "lora_B.coder" in n]
@@ -382,8 +383,8 @@ def test_sft_loss_equals_transformers_cross_entropy(tiny_policy, tokenizer):
     random.seed(0)
     sft.train(tiny_policy, tokenizer, [problem], "coder", args, opt, log)
     ours = json.loads(log.getvalue())["loss"]
-    enc = rollout.encode_prompts(tokenizer, [train.coder.messages(problem, problem.plan)], "cpu")
-    target = tokenizer(train.coder.sft_target(problem), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    enc = rollout.encode_prompts(tokenizer, [coder.messages(problem, problem.plan)], "cpu")
+    target = tokenizer(coder.sft_target(problem), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
     ids = torch.cat([enc.input_ids, torch.tensor([target])], 1)
     labels = ids.clone()
     labels[:, :enc.input_ids.shape[1]] = -100
@@ -408,8 +409,8 @@ def test_sft_step_is_one_sgd_step_on_the_cross_entropy(tiny_policy, tokenizer):
                            "--max-grad-norm", "1e9"])
     tiny_policy.set_adapter("coder")
     lora = [p for n, p in tiny_policy.named_parameters() if "lora_" in n and ".coder" in n]
-    enc = rollout.encode_prompts(tokenizer, [train.coder.messages(problem, problem.plan)], "cpu")
-    target = tokenizer(train.coder.sft_target(problem), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    enc = rollout.encode_prompts(tokenizer, [coder.messages(problem, problem.plan)], "cpu")
+    target = tokenizer(coder.sft_target(problem), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
     ids = torch.cat([enc.input_ids, torch.tensor([target])], 1)
     labels = ids.clone()
     labels[:, :enc.input_ids.shape[1]] = -100

@@ -164,19 +164,19 @@ def test_self_check_passes_here():
 
 
 def test_check_counts_the_runs_own_tmp_as_private_and_needs_a_read_only_root():
-    """sandbox_check's read_only probe inside a real run: a folder the run makes in its private /tmp (how a
+    """sandboxing.check's read_only probe inside a real run: a folder the run makes in its private /tmp (how a
     checkout under /tmp shows there: empty folders above the interpreter's bind) passes with "/" read-only;
     a marker in sight (the host's /tmp seen from the run) fails it; so does a writable path that is not on
     a private tmpfs ("/proc" here is the run's own, but writable). Catches: a checkout under /tmp reported
     as "filesystem no", the marker ignored, any writable path taken for private."""
-    import sandbox_check
+    import sandboxing.check
 
     if not sandbox.isolation().isolated:
         pytest.skip("no namespaces here: the run's /tmp is the host's")
     tests = ["assert os.makedirs('/tmp/clone/.venv', exist_ok=True) or read_only(['/tmp/clone', '/'], '/no-marker')",
              "assert not read_only(['/'], '/proc/self/status')",  # the marker exists: the host's /tmp
              "assert not read_only(['/proc/self'], '/no-marker')"]
-    r = sandbox.run_program(sandbox_check.PROBE.replace("HOST_PID", "1"), tests, timeout_s=5.0)
+    r = sandbox.run_program(sandboxing.check.PROBE.replace("HOST_PID", "1"), tests, timeout_s=5.0)
     assert r.tests == ("passed", "passed", "passed"), r.detail
 
 
@@ -189,7 +189,7 @@ def test_self_check_refuses_a_broken_sandbox(monkeypatch):
 def test_humaneval_check_of_value_lines_becomes_one_value_test():
     """Catches: a check converted although one line is not `candidate(literals) == literal` (its
     other lines would go unjudged), a wrong name in the expression, literals misread."""
-    import judge
+    from sandboxing import judge
 
     setup = ("def check(candidate):\n    \"\"\"doc\"\"\"\n    assert candidate([1, 2], k=3) == (3, 'a'), 'msg'\n"
              "    assert True\n    assert -1 == candidate(set())\n")

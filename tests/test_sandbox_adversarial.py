@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import sandbox
-import sandbox_process
+import sandboxing.process
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox needs root")
 
@@ -36,7 +36,7 @@ def leased(uid):
     """True while some run holds `uid`'s lease: other sandbox users on this machine (other test
     runs) have live processes under their own uids, and those are not ours to count."""
     try:
-        fd = os.open(f"{sandbox_process.LOCK_DIR}/{uid}", os.O_RDWR)
+        fd = os.open(f"{sandboxing.process.LOCK_DIR}/{uid}", os.O_RDWR)
     except OSError:
         return False
     try:
@@ -376,12 +376,12 @@ def test_a_problem_file_kept_elsewhere_is_out_of_reach():
     import tempfile
 
     import problem
-    import sandbox_process
+    import sandboxing.process
     program = "def f(p):\n    try:\n        return len(open(p, 'rb').read())\n    except OSError:\n        return -1\n"
     name = os.fsdecode(b"s\xe9t.jsonl")
     record = ('{"task_id": "t/0", "prompt": "p", "entry_point": "f", "tests": ["assert f(2) == 4"], '
               '"solution": "def f(x):\\n    return 2 * x\\n"}\n')
-    site = next(d for d in sandbox_process.SITE_DIRS if os.path.isdir(d) and os.access(d, os.W_OK))
+    site = next(d for d in sandboxing.process.SITE_DIRS if os.path.isdir(d) and os.access(d, os.W_OK))
     folders = [tempfile.mkdtemp(dir=parent) for parent in ("/srv" if os.path.isdir("/srv") else "/var/lib", site)]
     try:
         outside, inside = ((os.path.join(folder, name), os.path.join(folder, "other.txt")) for folder in folders)

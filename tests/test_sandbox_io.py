@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import checkers
+from sandboxing import checkers
 import sandbox
 
 SUM = "print(sum(map(int, input().split())))\n"

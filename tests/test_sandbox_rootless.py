@@ -24,9 +24,7 @@ import test_sandbox_forgery as forgery
 
 SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
 UID = 61234  # an unprivileged uid of the tests' own, outside sandbox.UID_BASE's range and not an account
-FILES = ("sandbox.py", "sandbox_process.py", "sandbox_runner.py", "sandbox_child.py", "sandbox_confine.py",
-         "sandbox_io.py", "sandbox_judge.py", "sandbox_check.py", "judge.py", "problem.py", "checkers.py",
-         "special_checker.py")
+FILES = ("sandbox.py", "problem.py", "tests/sandbox_as_user.py")  # and the sandboxing/ package
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="drops to an unprivileged uid: needs root (as CI)"),
               pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no system python3 that another uid can run")]
 
@@ -46,14 +44,18 @@ class User:
         self.answers, self.socket = os.path.join(self.other, "val.jsonl"), os.path.join(self.other, "agent.sock")
         with open(self.answers, "w") as f:
             f.write('{"solution": "def f(x):\\n    return 2 * x\\n"}\n')
-        for name in FILES + ("tests/sandbox_as_user.py",):
+        for name in FILES:
             shutil.copy(os.path.join(sandbox.HERE, name), self.copy)
+        shutil.copytree(os.path.join(sandbox.HERE, "sandboxing"), os.path.join(self.copy, "sandboxing"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
         with open(os.path.join(self.home, "secret"), "w") as f:
             f.write("hunter2")
         with open(self.tmp_file, "w") as f:
             f.write("mine")
         os.chmod(os.path.join(self.home, "secret"), 0o600)
+        package = os.path.join(self.copy, "sandboxing")
         for path in (self.home, self.copy, self.tmp_file, *(os.path.join(self.copy, n) for n in os.listdir(self.copy)),
+                     *(os.path.join(package, n) for n in os.listdir(package)),
                      os.path.join(self.home, "secret"), self.other, self.answers):
             os.chown(path, uid, uid)
         for folder in (self.home, self.copy, self.other):  # Debian's default: a home others may enter
@@ -141,10 +143,10 @@ def extra_cases(u, port, root=False):
               "    if libc.unshare(0x10000000 | 0x20000) != 0:\n        return 'refused'\n"
               f"    for path in (b'/tmp', {u.home.encode()!r}, b'/dev', b'/proc'):\n"
               "        if libc.umount2(path, 2) == 0:\n            return 'revealed'\n    return 'locked'\n")
-    judge_paths = [os.path.join(u.copy, "judge.py"), os.path.join(u.copy, "sandbox_runner.py")]
+    judge_paths = [os.path.join(u.copy, "sandboxing/judge.py"), os.path.join(u.copy, "sandboxing/runner.py")]
     walk = ("import os\ndef f():\n    wrote = 0\n    paths = " + repr(judge_paths) + "\n"
             "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-            "        paths += [f'/proc/{pid}/cwd/judge.py', f'/proc/{pid}/root" + u.copy + "/judge.py']\n"
+            "        paths += [f'/proc/{pid}/cwd/sandboxing/judge.py', f'/proc/{pid}/root" + u.copy + "/sandboxing/judge.py']\n"
             "    for p in paths:\n        try:\n            open(p, 'r+').write('# rewritten')\n            wrote += 1\n"
             "        except OSError:\n            pass\n    return wrote\n")
     bomb = ("import os, time\ndef f():\n    n = 0\n    while n < 200:\n        try:\n            pid = os.fork()\n"

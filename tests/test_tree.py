@@ -8,7 +8,7 @@ import torch
 
 import data
 import grpo
-import judge
+from sandboxing import judge
 import roles
 import sandbox
 import tree

@@ -32,7 +32,7 @@ models.load_base = lambda *a, **k: (tiny_base(tok), tok)
 zero = [list(p.tests) for p in data.load("train") if p.task_id == os.environ.get("TINY_ZERO")]
 
 
-def run_many(jobs, workers=None, progress=False):
+def run_many(jobs, workers=None, progress=False, **kwargs):
     rates = [0.0 if job["tests"] in zero else pattern[i % len(pattern)] for i, job in enumerate(jobs)]
     return [sandbox.Result("passed" if x == 1 else "failed", int(4 * x), 4, 0.01, 0.02, 10.0) for x in rates]
 

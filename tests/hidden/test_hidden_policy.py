@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+import coder
 import data
 import rollout
 import train
@@ -57,8 +58,8 @@ def two_pair_loss(policy, tokenizer, problems):
     per-row mean loss: sum_i n_i * CE_i / sum_i n_i."""
     total, count = 0.0, 0
     for p in problems:
-        enc = rollout.encode_prompts(tokenizer, [train.coder.messages(p, p.plan)], "cpu")
-        target = tokenizer(train.coder.sft_target(p), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        enc = rollout.encode_prompts(tokenizer, [coder.messages(p, p.plan)], "cpu")
+        target = tokenizer(coder.sft_target(p), add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
         ids = torch.cat([enc.input_ids, torch.tensor([target])], 1)
         labels = ids.clone()
         labels[:, :enc.input_ids.shape[1]] = -100

@@ -3,10 +3,10 @@
 sandbox.py starts this as `python -I -S` (isolated: no PYTHON* variables, no user site, no current
 directory on sys.path; no `site`: ~5 ms less per run, site-packages are added back by hand), under
 `unshare` (pid 1 of new pid, network and IPC namespaces; in `user` mode inside a user namespace of
-its own), and writes on its stdin this file's code with its siblings' (sandbox_process.BOOT) and
+its own), and writes on its stdin this file's code with its siblings' (process.BOOT) and
 one marshalled job. Then, in order:
 
-  1. isolated modes: a mount namespace of our own (sandbox_confine.py: the filesystem read-only,
+  1. isolated modes: a mount namespace of our own (confine.py: the filesystem read-only,
      private tmpfs mounts, covers); then the rlimits; then the program's identity (a leased uid,
      or no capability at all) -- all before a byte of the program runs;
   2. stdin becomes /dev/null; stdout and stderr go to an unlinked file capped by RLIMIT_FSIZE;
@@ -22,10 +22,12 @@ one marshalled job. Then, in order:
                                         or (judge's token only) a statement test's verdict
          ("io", i, status, stdout, stderr's last line, cpu_s, wall_s, mem_mb)   judged by the parent
          ("done",)                      the end marker: every test has reported (judge: its own)
+         ("coverage", lines)            job["coverage"] only: the program's lines that ran (data for
+                                        StepCoder's loss mask, never part of a verdict)
 TOKEN is random per run, so printed fake reports are ignored, and a test counts only once its own
 report arrived, so `sys.exit(0)` or `os._exit(0)` cannot skip the rest.
 
-Why a fork per I/O test, with the figures: sandbox_io.py.
+Why a fork per I/O test, with the figures: io_tests.py.
 """
 import builtins
 import marshal
@@ -43,17 +45,17 @@ from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 from sys import setprofile, settrace
 from time import perf_counter
 
-from sandbox_child import (FunctionType, as_data, describe, guarded, is_plain, kill_others, others_cpu, peak_kib,
+from sandboxing.child import (FunctionType, as_data, describe, guarded, is_plain, kill_others, others_cpu, peak_kib,
                            plain, receive, redirect_stdio, send, set_limits, status_kib)
-from sandbox_confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
-from sandbox_io import io_tests
-from sandbox_judge import start_judge
+from sandboxing.confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
+from sandboxing.io_tests import io_tests
+from sandboxing.judge_process import start_judge
 
 TAMPERED = "the program modified the sandbox runner"
 
 
 def main(job):
-    for name in (__name__, "sandbox_child", "sandbox_confine", "sandbox_io", "sandbox_judge"):
+    for name in (__name__, "sandboxing.child", "sandboxing.confine", "sandboxing.io_tests", "sandboxing.judge_process"):
         del sys.modules[name]  # out of the program's easy reach
     report_fd, token, runner_pid = os.dup(1), job["token"].encode(), os.getpid()
 
@@ -112,8 +114,24 @@ def cpu_now(keep):
     return cpu + others_cpu(keep) if keep else cpu
 
 
+def line_recorder(lines):
+    """sys.settrace's function for job["coverage"]: the line numbers of "<program>" that run go into
+    `lines` (a set); other code (ours, the tests') is not traced. The main thread only."""
+    add = lines.add
+
+    def local(frame, event, arg):
+        if event == "line":
+            add(frame.f_lineno)
+        return local
+
+    def on_call(frame, event, arg):
+        return local if frame.f_code.co_filename == "<program>" else None
+    return on_call
+
+
 def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
-    """The program once, each value test, then the judge's calls (statement tests)."""
+    """The program once, each value test, then the judge's calls (statement tests); with
+    job["coverage"], traced line by line (line_recorder) and the lines reported at the end."""
     try:
         setup = compile(job["setup"], "<setup>", "exec", dont_inherit=True)
     except BaseException as e:
@@ -141,6 +159,15 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
     own_code = tuple((f, f.__code__) for _, f in own_names + ((0, report), (0, tampered))
                      if type(f) is FunctionType)
 
+    lines = set()
+    trace = line_recorder(lines) if job.get("coverage") else None
+
+    def covered():  # the lines so far, as data (before a load failure ends the run)
+        if trace:
+            settrace(None)
+            report("coverage", list(lines))
+
+    settrace(trace)
     verdict, detail = guarded(lambda: exec(compile(job["program"], "<program>", "exec",
                                                    dont_inherit=True), program), *budget)
     if getpid() != runner_pid:  # the program forked at its top level: the fork does no more
@@ -148,6 +175,7 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
     if verdict == "passed" and tampered():
         verdict, detail = "error", TAMPERED
     if verdict != "passed":
+        covered()
         report("load_failed", verdict, detail)
         _exit(0)
     report("loaded")
@@ -156,7 +184,7 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
         start = []
 
         def run_test():
-            settrace(None)
+            settrace(trace)  # the program's own tracer off (ours on, with job["coverage"])
             setprofile(None)
             for name, module, contents, keys in modules:  # undo patches of math.floor & co.
                 sys.modules[name] = module
@@ -183,10 +211,11 @@ def function_tests(job, report, judge_link, clear_refs, runner_pid, keep):
         else:
             report("test", i, verdict, result or "", *timing)
     if judge_link:
-        serve(program, judge_link, budget, clear_refs, runner_pid, keep)
+        serve(program, judge_link, budget, clear_refs, runner_pid, keep, trace)
+    covered()
 
 
-def serve(program, link, budget, clear_refs, runner_pid, keep):
+def serve(program, link, budget, clear_refs, runner_pid, keep, trace=None):
     """Answer the judge's calls of the program's functions: (seq, test, name, args, kwargs) ->
     (seq, kind, payload, args after the call, cpu_s, wall_s, mem_mb); each test has timeout_s of
     CPU across its calls. What we answer is the program's claim and nothing more: the judge
@@ -203,6 +232,7 @@ def serve(program, link, budget, clear_refs, runner_pid, keep):
             seq, i, name, args, kwargs = receive(calls)
             fn, start = program.get(name), measure(clear_refs, keep)
             cpu_left = max(budget[0] - used.get(i, 0.0), 0.001)
+            settrace(trace)
             verdict, result = guarded(lambda: call(fn, args, kwargs), cpu_left, budget[1])
             timing = measured(start, keep)
             if getpid() != runner_pid:

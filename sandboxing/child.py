@@ -1,5 +1,5 @@
-"""The child's own limits and data, for sandbox_runner.py (which says the order; its isolation is
-sandbox_confine.py's).
+"""The child's own limits and data, for runner.py (which says the order; its isolation is
+confine.py's).
 
 The rlimits, stdio, memory readings from /proc, the timers that end a test (guarded), and what
 crosses a process boundary: plain data (builtin types only, what marshal carries), framed on pipes.

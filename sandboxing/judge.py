@@ -1,6 +1,6 @@
 """Judging: what kind each test is, what the run's reports say, and each test's verdict.
 
-The parent half of the truth (sandbox.py runs the processes; sandbox_runner.py is the child).
+The parent half of the truth (sandbox.py runs the processes; runner.py is the child).
 Every test kind is judged where the program cannot reach the judgement:
 
     kind        example                              judged
@@ -12,7 +12,7 @@ Every test kind is judged where the program cannot reach the judgement:
                 assert math.isclose(f(1), 2.5)       before any program code ran; the program's
                                                      functions are stubs there that send their
                                                      arguments to the program's process and get
-                                                     back plain data (sandbox_runner.judge_process)
+                                                     back plain data (runner.judge_process)
     I/O         stdin "1 2\\n" -> stdout "3\\n"       HERE: the child sends the program's stdout;
                                                      it never sees the expected output
 
@@ -35,7 +35,7 @@ import marshal
 import re
 import reprlib
 
-import checkers
+from sandboxing import checkers
 
 VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "no_code", "sandbox_error",
             "judge_error")  # judge_error: the problem's own checker program failed (special_checker.py)
@@ -237,7 +237,7 @@ def loads_plain(data: bytes):
 # -- reading the reports --------------------------------------------------------------------------
 
 class Reports:
-    """Consumes the child's output line by line (sandbox_process.read_until_exit calls `feed`), so
+    """Consumes the child's output line by line (process.read_until_exit calls `feed`), so
     that an I/O test's stdout is judged as soon as it arrives and then dropped: memory stays at one
     report, whatever 50 tests print. Keeps [(sender, peak KiB, message)] and the last stray line
     (the runner's own traceback, when it crashed).

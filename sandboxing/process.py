@@ -1,9 +1,9 @@
 """Process control and isolation, the parent's side: which isolation this machine allows, a uid of
 the run's own, the child's start, its reports read until it exits, and nothing of it left afterwards.
-(sandbox.py says what a run is; sandbox_runner.py is the child; sandbox_confine.py its isolation;
+(sandbox.py says what a run is; runner.py is the child; confine.py its isolation;
 judge.py turns reports into verdicts.)
 
-The modes (sandbox_confine.py has the table; sandbox.isolation picks the strongest that works here):
+The modes (confine.py has the table; sandbox.isolation picks the strongest that works here):
     root   `unshare` makes pid, network and IPC namespaces; the child a mount namespace; a leased uid
            (UID_BASE...) that can write and signal nothing of ours
     user   the same namespaces inside a user namespace of the run's own (`unshare --user
@@ -36,27 +36,29 @@ import sys
 import tempfile
 import time
 
-import problem
-from sandbox_confine import ISOLATED, SYSTEM_DIRS
+from sandboxing.confine import ISOLATED, SYSTEM_DIRS
 
 UID_BASE, UID_COUNT = 60000, 256  # uids leased to runs when we are root (real accounts skipped)
 LOCK_DIR = "/run/lock/coresandbox"  # one lock file per uid: who holds it runs as that uid
-HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.dirname(os.path.abspath(__file__))  # sandboxing/: the child's modules are read from here
+HERE = os.path.dirname(PACKAGE)  # the project: covered in every run (hidden_answers)
 SITE_DIRS = site.getsitepackages()  # the child runs without `site`: it adds these itself
 # The child runs as pid 1 of new pid, network and IPC namespaces; it adds a mount namespace of its
-# own (sandbox_confine.private_mounts). When pid 1 dies, the kernel kills the namespace. `user` mode:
+# own (confine.private_mounts). When pid 1 dies, the kernel kills the namespace. `user` mode:
 # first a user namespace in which the caller is root (uid 0 inside = the caller's uid outside).
 _unshare = shutil.which("unshare") or "/usr/bin/unshare"
 UNSHARE = [_unshare, "--pid", "--fork", "--kill-child", "--net", "--ipc"]
 UNSHARE_USER = [_unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
+SOURCES: set[str] = set()  # every file problems were read from in this process (problem.py adds them): hidden_files
 KILL = shutil.which("kill") or "/bin/kill"  # util-linux / procps kill(1): `kill -9 -1` as the run's uid (`uid` mode)
-CHILD_MODULES = ("sandbox_child", "sandbox_confine", "sandbox_io", "sandbox_judge", "sandbox_runner")  # import order
+CHILD_MODULES = ("sandboxing.child", "sandboxing.confine", "sandboxing.io_tests", "sandboxing.judge_process",
+                 "sandboxing.runner")  # import order
 
 
 def _compile_child():
     code = []
     for name in CHILD_MODULES:
-        path = os.path.join(HERE, name + ".py")
+        path = os.path.join(PACKAGE, name.rpartition(".")[2] + ".py")
         with open(path, "rb") as f:
             code.append((name, compile(f.read(), path, "exec", dont_inherit=True)))
     return marshal.dumps(tuple(code))
@@ -66,7 +68,7 @@ CHILD_CODE = _compile_child()  # marshal of ((module name, code object), ...), s
 # The child's first line: build its modules from the code on stdin, then run the job that follows it.
 BOOT = ("import marshal, sys\nmodules, job = marshal.loads(sys.stdin.buffer.read())\n"
         "for name, code in marshal.loads(modules):\n    module = sys.modules[name] = type(sys)(name)\n"
-        "    exec(code, vars(module))\nsys.modules['sandbox_runner'].main(job)\n")
+        "    exec(code, vars(module))\nsys.modules['sandboxing.runner'].main(job)\n")
 
 
 def homes():
@@ -79,7 +81,7 @@ def homes():
 
 @functools.cache
 def shown():
-    """[path]: what of the host a run sees (read-only; sandbox_confine.py): the system's folders and our
+    """[path]: what of the host a run sees (read-only; confine.py): the system's folders and our
     interpreter's -- its prefix, base prefix and site-packages, by the names the child uses and resolved
     (a venv in the project or the home, pyenv in /root, conda in /opt: just those folders)."""
     paths = {p for p in SYSTEM_DIRS if os.path.lexists(p)}
@@ -110,10 +112,10 @@ def hidden_answers():
 
 
 def hidden_files():
-    """[file]: every file this process read problems from (problem.SOURCES: a dataset kept anywhere on
+    """[file]: every file this process read problems from (SOURCES, kept by problem.py: a dataset kept anywhere on
     the host, a hub dataset's cache files). A run sees none of the host's folders but the system's
     and the interpreter's; one of these files that lies inside those reads as /dev/null in the run."""
-    return sorted(problem.SOURCES)
+    return sorted(SOURCES)
 
 
 _next_uid = itertools.count()

@@ -1,4 +1,4 @@
-"""I/O tests in the child (sandbox_runner.py step 4): each test in a fork of the warm runner.
+"""I/O tests in the child (runner.py step 4): each test in a fork of the warm runner.
 
 The fork takes the test's input as stdin (a memfd), a capped memfd as stdout and one as stderr,
 closes the report pipe, sets the limits of one test and runs the program as __main__; the runner
@@ -27,7 +27,7 @@ from time import perf_counter
 from _signal import ITIMER_PROF, SIG_DFL, SIGPROF, setitimer
 from _signal import signal as set_handler
 
-from sandbox_child import EFBIG_HINT, describe, others_cpu, own_address_space, peak_kib, status_kib
+from sandboxing.child import EFBIG_HINT, describe, others_cpu, own_address_space, peak_kib, status_kib
 
 # Names of the signals that end a program (not the `signal` module: its `enum` import costs ~5 ms a run)
 SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE",

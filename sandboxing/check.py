@@ -17,7 +17,7 @@ import os
 import socket
 import tempfile
 
-import sandbox_process
+from sandboxing import process
 
 # The program whose tests are the guarantees. Each function returns True when the guarantee holds.
 PROBE = '''
@@ -91,10 +91,10 @@ def _entries(path, keep=()):
 def guarantees(run_program, mode, max_procs) -> dict:
     """{guarantee: (held: bool, why: str)} for runs in `mode`, each seen from inside a run made by
     `run_program` (sandbox.run_program; it runs this one program of ours in any mode)."""
-    shown = sandbox_process.shown()
-    homes = [(h, _entries(h, shown)) for h in sandbox_process.homes()]
-    answers = [(path, _entries(path, keep)) for path, keep in sandbox_process.hidden_answers()]
-    writable = [h for h, _ in homes] + [sandbox_process.HERE, "/"]
+    shown = process.shown()
+    homes = [(h, _entries(h, shown)) for h in process.homes()]
+    answers = [(path, _entries(path, keep)) for path, keep in process.hidden_answers()]
+    writable = [h for h, _ in homes] + [process.HERE, "/"]
     with socket.socket() as server, tempfile.NamedTemporaryFile(prefix="core-code-check-", dir="/tmp") as marker:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -116,7 +116,7 @@ def guarantees(run_program, mode, max_procs) -> dict:
         "filesystem": "a root of its own, read-only: the system's folders and the interpreter's; a private "
                       "tmpfs for /tmp, /var/tmp, /dev/shm and the work dir",
         "home hidden": "not in the run's filesystem: " + (", ".join(h for h, _ in homes) or "no home found"),
-        "answers hidden": f"this project, every other folder and {len(sandbox_process.hidden_files())} problem "
+        "answers hidden": f"this project, every other folder and {len(process.hidden_files())} problem "
                           "files out of the run's filesystem",
         "capabilities": "none, and no_new_privs" + (": no new namespace either" if mode == "user" else ""),
         "rlimits": f"CPU, address space, file size, {max_procs} processes"

@@ -1,6 +1,6 @@
-"""The child's isolation on its own side, before a byte of the program runs (sandbox_runner.py step 1).
+"""The child's isolation on its own side, before a byte of the program runs (runner.py step 1).
 
-The parent (sandbox_process.py) starts the child in one of four modes and says which in the job:
+The parent (process.py) starts the child in one of four modes and says which in the job:
 
     mode   who                          namespaces (made by `unshare`)     the program runs as
     root   root with CAP_SYS_ADMIN      pid, network, IPC; mount (here)    a uid leased to the run
@@ -35,7 +35,7 @@ no_new_privs is set: no setuid program or file capability gives anything back.
 """
 import os
 
-from sandbox_child import PR_SET_DUMPABLE, libc, libc_value
+from sandboxing.child import PR_SET_DUMPABLE, libc, libc_value
 
 CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 4096, 16384, 1 << 18

@@ -1,8 +1,8 @@
-"""The judge process (sandbox_runner.py step 3): statement tests, judged where no program code ran.
+"""The judge process (runner.py step 3): statement tests, judged where no program code ran.
 
 Forked from the runner before the program is compiled. HumanEval's check(candidate) and MBPP's
 `assert math.isclose(f(1), 2.5)` run here; the program's functions are stubs that send their
-arguments (plain data) to the program's process over a pipe (sandbox_runner.serve) and return what
+arguments (plain data) to the program's process over a pipe (runner.serve) and return what
 comes back -- plain data, or an Opaque stand-in with the truth of a C object such as a re.Match.
 What the program's process can do: answer calls (that is what a program does), lie about its
 timing, kill us (the tests then lose). What it cannot: read our memory or ptrace us (we are not
@@ -16,7 +16,7 @@ from builtins import (BaseException, Exception, RuntimeError, TypeError, ValueEr
 from marshal import dumps
 from os import _exit, close, fork, pipe, write
 
-from sandbox_child import FAILURES, PR_SET_DUMPABLE, Verdict, guarded, is_plain, libc, read_all, receive, send
+from sandboxing.child import FAILURES, PR_SET_DUMPABLE, Verdict, guarded, is_plain, libc, read_all, receive, send
 
 
 def start_judge(job, report_fd):

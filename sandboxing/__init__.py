@@ -1,0 +1,20 @@
+"""The sandbox's internals, behind sandbox.py (run a program, get a Result whose pass_rate is the
+reward). A reader of the training loop can skip this folder; one who wants the isolation and the
+judging reads it in this order.
+
+Our side of a run (the training process):
+    process.py          isolation modes, the uid lease, spawning the child, reading its reports, killing the rest
+    judge.py            what each test is (value, statement, I/O) and its verdict, where the program cannot reach it
+    checkers.py         each benchmark's own rule for an I/O test's output (checkers.use / checkers.strict)
+    special_checker.py  a problem's own checker program, run in the sandbox as untrusted code
+    check.py            what is in force here, seen from inside a run (python sandbox.py --check)
+
+The child's side (compiled here once, shipped to every run on its stdin: process.CHILD_MODULES):
+    runner.py           the child's protocol: its set-up order, the program once, its function tests, the reports
+    child.py            the child's rlimits, stdio, /proc readings, timers and the plain data that crosses pipes
+    confine.py          the child's isolation: its own read-only root filesystem, capabilities and keyrings dropped
+    io_tests.py         I/O tests, each in a fork of the warm runner
+    judge_process.py    the judge process: statement tests, run where no program code ever ran
+
+Nothing is imported here: the child builds these modules from code sent on its stdin, without this file.
+"""
