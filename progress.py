@@ -43,9 +43,9 @@ class Clock:
 # Units: load once; an SFT step (--sft-batch 8); a GRPO step (2 problems x 2 plans x 4 codes, 48 + 128
 # tokens); one held-out problem evaluated. Sources: the GRPO step and the whole-batch SFT steps (Planner 10 s,
 # Coder 13 s) measured in `make train` on 7a1a2a3, 2026-12-03; SFT times the micro-batched step's CPU-time
-# ratio to the whole-batch step, 0.72 (bench/sft_bench.py, 2026-12-03: docs/speed.md); load and evaluation:
+# ratio to the whole-batch step, 0.74 (bench/sft_bench.py, 2026-12-03: docs/speed.md); load and evaluation:
 # rough guesses, not measured. Other models and devices get no guess (the ETA comes from their own steps).
-COSTS = {"load": 15.0, "sft planner": 7.0, "sft coder": 9.5, "sft debugger": 9.5, "grpo": 21.5, "eval": 10.0}
+COSTS = {"load": 15.0, "sft planner": 7.4, "sft coder": 9.6, "sft debugger": 9.6, "grpo": 21.5, "eval": 10.0}
 
 
 class Run:
