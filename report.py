@@ -16,6 +16,8 @@ bootstrap; the mark means p < stats.ALPHA (two-sided: better or worse; the list 
 gives the sign and p).
 """
 import json
+import os
+import platform
 import sys
 from pathlib import Path
 
@@ -163,6 +165,22 @@ def plot_curves(run_dirs: list, out_png: Path) -> str:
     plt.close(fig)
     os.replace(tmp, out_png)  # atomic: a reader never sees half a picture
     return f"wrote {out_png}"
+
+
+def machine() -> str:
+    """CPU model name (as lscpu prints it, from /proc/cpuinfo) and the number of cores; the GPU when torch sees one."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = ""
+    if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
+        gpu = ", GPU " + sys.modules["torch"].cuda.get_device_name(0)
+    return f"{name}, {os.cpu_count()} cores{gpu}"
 
 
 def write_text_atomic(path: Path, text: str):

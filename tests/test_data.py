@@ -75,7 +75,7 @@ MBPP = [{"task_id": 7, "text": "Write a function to find the shared elements of 
 def test_mbpp_jsonl_and_sanitized_json(tmp_path):
     path = tmp_path / "mbpp.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in MBPP))
-    probs = data.load(f"mbpp:{path}")
+    probs = data.load(f"mbpp:{path}@prompt")  # task ids 1-10: MBPP's few-shot prompt split
     assert [p.task_id for p in probs] == ["mbpp/7", "mbpp/8"]
     assert [p.entry_point for p in probs] == ["similar", "area"]  # not the helper, not math.isclose
     assert probs[0].prompt.endswith("Your code should pass this test:\nassert similar((3, 4, 5), (5, 4)) == (4, 5)\n")
@@ -87,7 +87,7 @@ def test_mbpp_jsonl_and_sanitized_json(tmp_path):
                   "test_imports": ["import math"], "test_list": MBPP[1]["test_list"]}]
     path2 = tmp_path / "sanitized.json"
     path2.write_text(json.dumps(sanitized))
-    (p,) = data.load(f"mbpp:{path2}")
+    (p,) = data.load(f"mbpp:{path2}@all")
     assert (p.entry_point, p.setup, len(p.tests)) == ("area", "import math", 3)
 
 
@@ -95,6 +95,32 @@ def test_mbpp_bad_record_is_named(tmp_path):
     path = tmp_path / "m.jsonl"
     path.write_text(json.dumps(MBPP[0]) + "\n" + json.dumps({"task_id": 1, "text": "x"}) + "\n")
     with pytest.raises(data.DataError, match=r"m\.jsonl:2: not an MBPP record"):
+        data.load(f"mbpp:{path}@all")
+
+
+def test_mbpp_file_split_by_task_id(tmp_path):
+    """A file holds every split: each split keeps exactly its task-id range (test 11-510, the default;
+    prompt 1-10, validation 511-600, train 601-974), in the original schema and the sanitized one
+    (which keeps the original ids); the table names the split, not the path; an unknown split, or a
+    split the file has no record of, is a one-line DataError."""
+    ids = [1, 10, 11, 510, 511, 600, 601, 974]
+    rows = [{**MBPP[1], "task_id": i} for i in ids]
+    path = tmp_path / "mbpp.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sanitized = tmp_path / "sanitized-mbpp.json"
+    sanitized.write_text(json.dumps([{"source_file": "x", "task_id": i, "prompt": MBPP[1]["text"], "code": MBPP[1]["code"],
+                                      "test_imports": ["import math"], "test_list": MBPP[1]["test_list"]} for i in ids]))
+    expect = {"": [11, 510], "@test": [11, 510], "@prompt": [1, 10], "@validation": [511, 600],
+              "@train": [601, 974], "@all": ids}
+    for f in (path, sanitized):
+        got = {tail: [int(p.task_id.split("/")[1]) for p in data.load(f"mbpp:{f}{tail}")] for tail in expect}
+        assert got == expect
+    assert [p.task_id for p in data.load(f"mbpp:{path}@train#1")] == ["mbpp/601"]
+    assert data.label(f"mbpp:{path}") == "mbpp@test" and data.label(f"mbpp:{path}@train#1") == "mbpp@train#1"
+    with pytest.raises(data.DataError, match="MBPP has no split 'dev'"):
+        data.load(f"mbpp:{path}@dev")
+    path.write_text(json.dumps(rows[0]) + "\n")
+    with pytest.raises(data.DataError, match=r"no MBPP record with a task id in 11-510 \(the test split\)"):
         data.load(f"mbpp:{path}")
 
 

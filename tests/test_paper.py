@@ -1,0 +1,152 @@
+"""The paper's comparison: eval.py's batching by length, calls / tokens per problem, seeded subsets and the
+result cache; paper.py's table; and `make paper`'s small mode end to end on the tiny model."""
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import data
+import eval as ev
+import paper
+import rollout
+import sandbox
+from test_eval import _result, _Rows
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _args(**kw):
+    return types.SimpleNamespace(**{**dict(batch_size=2, n=1, max_plan_tokens=8, max_code_tokens=8, temperature=0.0,
+                                           sandbox_timeout=1.0, workers=1, multi_sample=None, cache=None, model="m"), **kw})
+
+
+def test_batches_by_prompt_length_programs_in_the_sets_order(monkeypatch):
+    """Prompts of 30, 10, 20 characters: batches of 2 by length are (10, 20) then (30); every problem still
+    gets its own program, and its (calls, tokens): 1 call of 3 tokens direct; plan: 1 plan + 1 code."""
+    seen = []
+
+    def fake_sample(model, tok, chats, n, *a, **k):
+        names = [c[-1]["content"].split("`")[1] if "`" in c[-1]["content"] else "plan" for c in chats]
+        seen.append(names)
+        return _Rows([f"```python\ndef {name}(): return 0\n```" for name in names])
+
+    monkeypatch.setattr(rollout, "sample", fake_sample)
+    probs = [data.Problem(f"t/{i}", f"Write `f{i}`." + "." * w, f"f{i}", ("assert True",)) for i, w in enumerate([21, 1, 11])]
+    costs = []
+    out, _ = ev.generate_programs(None, None, probs, "direct", _args(batch_order="length"), None, costs)
+    assert seen == [["f1", "f2"], ["f0"]]
+    assert out == [[f"def f{i}(): return 0\n"] for i in range(3)] and costs == [(1, 3)] * 3
+    seen.clear()
+    ev.generate_programs(None, None, probs, "direct", _args(batch_order="given"), None)
+    assert seen == [["f0", "f1"], ["f2"]]
+    costs = []
+    ev.generate_programs(None, None, probs, "plan", _args(batch_order="length"), None, costs)
+    assert costs == [(2, 6)] * 3  # one plan and one program of 3 tokens each
+
+
+def test_subset_is_seeded_fixed_and_nested():
+    probs = list(range(50))
+    a, b = ev.subset(probs, 10, "humaneval"), ev.subset(probs, 20, "humaneval")
+    assert len(a) == 10 and a == sorted(a) and set(a) <= set(b) and a == ev.subset(probs, 10, "humaneval")
+    assert a != ev.subset(probs, 10, "val")  # each set its own draw
+    assert ev.subset(probs, None, "x") == ev.subset(probs, 80, "x") == probs
+
+
+def test_cache_skips_a_done_result_and_recomputes_a_changed_one(monkeypatch, tmp_path):
+    """run_systems with --cache: the second run generates nothing and returns the stored rows; another token
+    budget (a different key) computes again. A multi-call mode sees the seeded --multi-sample subset only."""
+    generated = []
+
+    def fake_generate(model, tok, problems, mode, args, adapters, costs=None):
+        generated.append((mode, len(problems)))
+        costs += [(1, 5)] * len(problems)
+        return [["prog"] for _ in problems], {"plan_tokens": None, "code_tokens": 5.0, "truncated_codes": 0.0}
+
+    monkeypatch.setattr(ev, "generate_programs", fake_generate)
+    monkeypatch.setattr(sandbox, "run_many", lambda jobs, workers=None: [_result("passed")] * len(jobs))
+    probs = [data.Problem(f"t/{i}", "Write f.", "f", ("assert f() == 0",)) for i in range(4)]
+    systems = [("base direct", None, "direct"), ("base mapcoder", None, "mapcoder")]
+    args = _args(cache=str(tmp_path / "cache"), multi_sample=2)
+    first = ev.run_systems(None, None, probs, systems, [1], args, None, "val", {})
+    assert generated == [("direct", 4), ("mapcoder", 2)]
+    assert first["base direct"]["calls_per_problem"] == 1.0 and first["base direct"]["problems"][0]["tokens"] == 5
+    assert [p["task_id"] for p in first["base mapcoder"]["problems"]] == \
+        [probs[i].task_id for i in ev.subset(probs, 2, "val")]
+    again = ev.run_systems(None, None, probs, systems, [1], args, None, "val", {})
+    assert generated == [("direct", 4), ("mapcoder", 2)] and again == json.loads(json.dumps(first))
+    args.max_code_tokens = 16
+    ev.run_systems(None, None, probs, systems[:1], [1], args, None, "val", {})
+    assert generated[-1] == ("direct", 4) and len(generated) == 3
+
+
+def _row(solved: list, calls=1.0, tokens=10.0) -> dict:
+    return {"mode": "direct", "pass@1": sum(solved) / len(solved), "calls_per_problem": calls,
+            "tokens_per_problem": tokens, "verdicts": {},
+            "problems": [{"task_id": f"t/{i}", "passed": int(s), "verdicts": ["passed" if s else "failed"],
+                          "et_ms": 1.0 if s else None, "net": 1.0 if s else None, "mu_mb": 1.0 if s else None,
+                          "nmu": 1.0 if s else None, "timed": int(s), "net_gt2": 0, "ref_et_ms": 1.0}
+                         for i, s in enumerate(solved)]}
+
+
+def test_paper_table_order_paired_test_and_steps(tmp_path):
+    """core solves problems 0-9 of 20, base direct 0-1 and sft 0-9 but 2: McNemar against core, discordant
+    b = 8 (only core) and c = 0: p = 2 / 2^8 = 0.0078125 (significant), sft b = 1, c = 0: p = 1.
+    Rows in the paper's order whatever order the results hold; arms not in the results are 'not run';
+    steps from each run's metrics.jsonl (grpo lines; sft and eval lines are not steps)."""
+    run = tmp_path / "core"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in
+                                               [{"phase": "sft", "step": 1}, {"phase": "eval", "step": 0},
+                                                {"phase": "grpo", "step": 1}, {"phase": "grpo", "step": 2}]))
+    rows = {"core": _row([1] * 10 + [0] * 10, 2.0, 60.0), "sft": _row([1, 1, 0] + [1] * 7 + [0] * 10),
+            "base direct": _row([1, 1] + [0] * 18)}
+    results = {"date": "2026-12-03 08:00", "cpu": "AMD EPYC, 2 cores", "model": "m", "temperature": 0.0,
+               "load_start": 1.5, "load_end": 2.0, "sandbox": {"mode": "root"}, "ks": [1], "n": 1,
+               "results": {"val": rows}, "set_sizes": {"val": 20},
+               "systems": [{"name": s, "mode": "direct", "run": str(run) if s == "core" else None} for s in rows]}
+    md = paper.markdown(results)
+    lines = md.splitlines()
+    start = lines.index(next(ln for ln in lines if ln.startswith("| group"))) + 2  # the val block, past its head
+    order = [ln.split("|")[2].strip() for ln in lines[start:start + 11]]
+    assert order == ["base model, direct", "base model, Planner -> Coder", "SFT", "PPOCoder", "StepCoder", "CodeDPO",
+                         "single-agent GRPO", "MapCoder", "CollabCoder", "CoRe-Code", "CoRe-Code + efficiency reward"]
+    base = next(ln for ln in lines if ln.startswith("| base | base model, direct"))
+    assert " | 10.0 | " in base and " | 20 | -40.0, p = 0.00781 * | " in base and base.endswith(" | 1.0 | 10 |")
+    sft = next(ln for ln in lines if ln.startswith("| SFT | SFT"))
+    assert " | 45.0 | " in sft and "-5.0, p = 1 |" in sft
+    assert "| CoRe-Code | 50.0 | 2 |" in md and "| base model, direct | 10.0 * | – |" in md
+    assert "AMD EPYC, 2 cores" in lines[0] and "load (1-min average) 1.5" in lines[0]
+
+
+def test_make_paper_small_mode_end_to_end(tmp_path):
+    """`make paper PAPER_SMALL=1` on the tiny model (tests/tiny_model.py) and an MBPP file in its own schema:
+    decontamination, SFT, the arms train.py offers, every system on four 2-problem sets, the table; then a
+    rerun reads every (system, benchmark) result from the cache and trains nothing."""
+    rows = [{"task_id": i, "text": f"Write a function to add {i} to a number.", "code": f"def add_{i}(x):\n    return x + {i}",
+             "test_list": [f"assert add_{i}(1) == {1 + i}", f"assert add_{i}(0) == {i}"], "test_setup_code": "",
+             "challenge_test_list": []} for i in (11, 12, 13)]
+    mbpp = tmp_path / "mbpp.jsonl"
+    mbpp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tiny = f"{sys.executable} tests/tiny_model.py"
+    cmd = ["make", "-s", "paper", "PAPER_SMALL=1", f"PAPER={tmp_path / 'paper'}", f"MBPP={mbpp}",
+           f"PY={sys.executable}", f"TRAIN={tiny} train.py", f"EVAL={tiny} eval.py", "VENV=" + str(tmp_path / "venv")]
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / ".installed").touch()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    table = (tmp_path / "paper" / "table.md").read_text()
+    assert "**0 near-duplicate pairs**" in table and "mbpp@test#2" in table
+    for name in ("base model, direct", "SFT", "single-agent GRPO", "MapCoder", "CoRe-Code"):
+        assert f"| {name} | " in table
+    res = json.loads((tmp_path / "paper" / "compare" / "results.json").read_text())
+    assert len(res["results"]) == 4 and all(len(r["base direct"]["problems"]) == 2 for r in res["results"].values())
+    assert len(res["results"]["val#2"]["base mapcoder"]["problems"]) == 1  # the multi-call subset
+    steps = (tmp_path / "paper" / "core" / "metrics.jsonl").read_text()
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    assert again.returncode == 0 and (tmp_path / "paper" / "core" / "metrics.jsonl").read_text() == steps
+    assert again.stdout.count(" cached (") == 4 * len(res["systems"])
