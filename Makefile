@@ -21,7 +21,7 @@ FIGURES_EVAL ?=
 figures: $(VENV)/.installed
 	mkdir -p $(FIGURES)
 	$(PY) bench/rss_profile.py --log $(FIGURES)/train.log -- $(PY) train.py --out $(FIGURES)/train --overwrite $(ARGS)
-	$(PY) bench/sft_bench.py --reps 1 --steps 2
+	$(PY) bench/sft_bench.py --reps 1
 	$(if $(FIGURES_EVAL),$(PY) eval.py --dataset val --modes direct,plan --adapters $(FIGURES)/train --out $(FIGURES))
 
 eval-humaneval: $(VENV)/.installed

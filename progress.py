@@ -38,13 +38,14 @@ class Clock:
         self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 
 
-# Seconds per unit of each stage, embedded SmolLM2-135M at the defaults, float32, `make train` on a 2-core AMD
-# EPYC (AVX-512), 2026-12-03 (bench/rss_profile.py's run in docs/running.md): the first guess of a run's length.
-# Units: load once; an SFT step (--sft-batch 8); a GRPO step (2 problems x 2 plans x 4 codes, 48 + 128 tokens);
-# one held-out problem evaluated. Another model scales by its parameter count; another device has no guess
-# until its own first steps (the ETA then comes from them).
-COSTS = {"load": 12.0, "sft planner": 4.0, "sft coder": 5.0, "sft debugger": 6.0, "grpo": 20.0, "eval": 2.0}
-EMBEDDED_PARAMS = 134.5e6
+# Seconds per unit of each stage, embedded SmolLM2-135M at the defaults, float32, 2 torch threads on a 2-core
+# AMD EPYC (AVX-512): the first guess of a run's length, which the run's own timed steps then correct.
+# Units: load once; an SFT step (--sft-batch 8); a GRPO step (2 problems x 2 plans x 4 codes, 48 + 128
+# tokens); one held-out problem evaluated. Sources: the GRPO step and the whole-batch SFT steps (Planner 10 s,
+# Coder 13 s) measured in `make train` on 7a1a2a3, 2026-12-03; SFT times the micro-batched step's CPU-time
+# ratio to the whole-batch step, 0.74 (bench/sft_bench.py, 2026-12-03: docs/speed.md); load and evaluation:
+# rough guesses, not measured. Other models and devices get no guess (the ETA comes from their own steps).
+COSTS = {"load": 15.0, "sft planner": 7.4, "sft coder": 9.6, "sft debugger": 9.6, "grpo": 21.5, "eval": 10.0}
 
 
 class Run:
@@ -80,8 +81,9 @@ class Run:
         return left
 
     def plan_line(self) -> str:
-        unit = {"load": "", "eval": " problems"}
-        parts = [name + ("" if name == "load" else f" {st['units']:g}{unit.get(name, ' steps')}")
+        def count(n, word):
+            return f" {n:g} {word}{'' if n == 1 else 's'}"
+        parts = [name + ("" if name == "load" else count(st["units"], "problem" if name == "eval" else "step"))
                  + (f" ~{clock(st['units'] * st['guess'])}" if st["guess"] is not None else "")
                  for name, st in self.stages.items() if st["units"]]
         eta = self.eta_s()

@@ -45,7 +45,7 @@ def main():
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         sys.exit("error: give the command after --")
-    log = open(a.log, "w")
+    log = open(a.log, "w", buffering=1)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, bufsize=1)
     stage = ["load"]
@@ -58,12 +58,13 @@ def main():
                 break
             log.write(ch)
             if ch in "\r\n":
+                buf = ""
+                continue
+            buf += ch
+            if ch == "|" and buf.count("|") == 1:  # a bar's first '|': 'sft planner:   0%|'
                 m = BAR.match(buf)
                 if m:
                     stage[0] = m.group(1).strip()
-                buf = ""
-            else:
-                buf += ch
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     samples = []  # (seconds, stage, GiB)

@@ -140,3 +140,18 @@ def test_sandbox_bench_io_row():
     for line in named:  # equal work: every reference passes under every checker
         passed, total = map(int, re.search(r"(\d+)/(\d+)", line).groups())
         assert passed == total > 0, line
+
+
+def test_rss_profile_names_stages_by_their_bars(tmp_path):
+    """bench/rss_profile.py on a child that draws a bar 'work' and then holds 300 MiB for 2 s: the 'work' row's
+    peak is at least 0.25 GiB and the 'load' row (before any bar) stays under it. Catches: a stage named
+    only at the bar's next refresh (the whole run would be 'load'), the RSS of the wrong process."""
+    child = ("import sys, time; sys.stderr.write('work:   0%|          | 0/1'); sys.stderr.flush(); time.sleep(1.5); "
+             "x = bytearray(300 * 2**20); time.sleep(2)")
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "rss_profile.py"), "--every", "0.2", "--log",
+                          str(tmp_path / "log"), "--", sys.executable, "-c", child],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: float(line.split()[3]) for line in out.stdout.splitlines()
+            if line.split() and line.split()[0] in ("load", "work")}
+    assert rows["work"] >= 0.25 and rows.get("load", 0.0) < 0.25
