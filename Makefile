@@ -12,6 +12,18 @@ train: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests $(ARGS)
 
+# The README's headline figures of `make train`, re-measured on this machine and printed (docs/running.md#what-make-train-costs):
+# its wall time and peak RSS per stage (bench/rss_profile.py), then its cold-start SFT step against the whole-batch
+# step (bench/sft_bench.py). FIGURES_EVAL=1 also evaluates the trained run on val (several minutes more).
+FIGURES ?= runs/figures
+FIGURES_EVAL ?=
+.PHONY: figures
+figures: $(VENV)/.installed
+	mkdir -p $(FIGURES)
+	$(PY) bench/rss_profile.py --log $(FIGURES)/train.log -- $(PY) train.py --out $(FIGURES)/train --overwrite $(ARGS)
+	$(PY) bench/sft_bench.py --reps 1 --steps 2
+	$(if $(FIGURES_EVAL),$(PY) eval.py --dataset val --modes direct,plan --adapters $(FIGURES)/train --out $(FIGURES))
+
 eval-humaneval: $(VENV)/.installed
 	$(PY) eval.py --dataset humaneval $(ARGS)
 
@@ -149,10 +161,12 @@ clean:
 
 # Course (course/EXERCISES.md): the student handout, built from the solution markers and checked
 # (reference passes, every stub fails its tests, every registry mutant is caught); then grading.
+# `make handout` again rebuilds it (--force: the old copy is replaced once the checks pass, and it says so);
+# `make grade ARGS=path/to/submission` grades a submission (bare `make grade`: this tree, the reference).
 HANDOUT ?= runs/handout
 .PHONY: handout grade
 handout: $(VENV)/.installed
-	$(PY) course/handout.py $(HANDOUT) $(ARGS)
+	$(PY) course/handout.py $(HANDOUT) --force $(ARGS)
 
 grade: $(VENV)/.installed
 	$(PY) course/grade.py $(ARGS)

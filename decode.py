@@ -23,9 +23,139 @@ processing runs (a model's generation_config, e.g. a repetition penalty, is not 
 Positions follow `generate`: a left-padded prompt's tokens get 0, 1, ... from its first real token
 (cumsum of the attention mask - 1), and each new token the next one; so greedy decoding gives
 exactly `generate`'s tokens (tests/test_decode.py).
+
+Reading order: `decode` (the loop: prefill, then per token logits -> next_tokens -> append), `next_tokens`
+(the rule above); after the marked line, the KV-cache bookkeeping a reader can skip: `Running` (the rows
+still running, their mask, positions and cache), `BufferLayer` (a cache written in place), `new_cache`.
 """
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+
+@torch.no_grad()
+def decode(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id: int, temperature: float = 1.0,
+           top_p: float = 1.0, min_new_tokens: int = 0, stopped=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """n completions of each of B left-padded prompts (module docstring).
+
+    input_ids, attention_mask: [B, P]; rows of the result are prompt-major (row b * n + k is sample k of
+    prompt b). stopped(rows, tokens) -> [A] bool: called after each step with the ids [A] of the rows still
+    running and their completions so far [A, t] (e.g. a stop pattern on the decoded text); True ends a row.
+    Returns (tokens [N, T] long, EOS after each row's end, T = the longest completion; logp [N, T] float32,
+    log softmax(z)_x of each sampled token, 0 after the row's end). Runs the model as it is (train or eval
+    mode); the caller sets eval mode and the adapter.
+    """
+    N = input_ids.shape[0] * n
+    tokens = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=input_ids.device)
+    logp = torch.zeros(N, max_new_tokens, device=input_ids.device)
+    batch = Running.prefill(model, input_ids, attention_mask, n, max_new_tokens)  # the KV-cache bookkeeping
+    T = 0
+    for t in range(max_new_tokens):
+        z = batch.logits  # [A, V] float32: the next token's logits of each running row
+        log_norm = z.logsumexp(-1)  # [A] log sum_v exp(z_v), before EOS is masked: the policy at temperature 1
+        if t < min_new_tokens:
+            z[:, eos_id] = float("-inf")
+        x = next_tokens(z, temperature, top_p)  # [A]
+        tokens[batch.rows, t] = x
+        logp[batch.rows, t] = z.gather(1, x[:, None]).squeeze(1) - log_norm  # log softmax(z)_x (z_x not masked)
+        T = t + 1
+        done = x == eos_id  # [A]
+        if stopped is not None:
+            done |= stopped(batch.rows, tokens[batch.rows, :T]).to(done.device)
+        if t + 1 == max_new_tokens or done.all():
+            break
+        batch.drop(done)  # finished rows leave the batch and the cache
+        batch.step(model, x[~done])  # one forward of one new token per running row
+    return tokens[:, :T], logp[:, :T]
+
+
+def top_p_filter(z: torch.Tensor, top_p: float) -> torch.Tensor:
+    """z [A, V] with every token outside the top-p nucleus set to -inf (HF's TopPLogitsWarper): sort
+    ascending, drop the tokens whose cumulative probability is <= 1 - top_p, always keep the most likely.
+
+    >>> top_p_filter(torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log(), 0.75).exp()
+    tensor([[0.5000, 0.3000, 0.0000, 0.0000]])
+    """
+    sorted_z, order = torch.sort(z, descending=False)  # [A, V]
+    drop = sorted_z.softmax(-1).cumsum(-1) <= 1 - top_p  # [A, V] the low tail holding <= 1 - top_p
+    drop[:, -1] = False  # the most likely token stays
+    return z.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+
+
+def nucleus(probs: torch.Tensor, top_p: float, k: int):
+    """The top-p nucleus of each row of probs [A, V] found among its k most likely tokens, or None when some
+    row's nucleus is larger than k. Returns (weights [A, k], ids [A, k]): the k most likely tokens of each row,
+    most likely first, with weight p_v for a token of the nucleus and 0 outside it.
+
+    The rule of top_p_filter in the descending order: a token is kept iff the tokens more likely than it hold
+    less than top_p, i.e. the ascending tail up to and including it holds more than 1 - top_p (the same set,
+    up to float rounding at its edge and the order of ties). The full sort of 8 x 49152 logits took 16 ms on
+    2 cores, torch.topk about 1/5 of that; the draw then runs over k tokens instead of V (7 ms over V).
+    """
+    weights, ids = probs.topk(min(k, probs.shape[-1]), -1)  # [A, k] descending
+    above = weights.cumsum(-1) - weights  # [A, k] the mass of the more likely tokens
+    if k < probs.shape[-1] and (above[:, -1] + weights[:, -1] < top_p).any():
+        return None  # the nucleus of some row reaches past its k-th token
+    drop = above >= top_p  # [A, k]
+    drop[:, 0] = False  # the most likely token stays (top-p 0 keeps it alone, as TopPLogitsWarper does)
+    return weights.masked_fill(drop, 0.0), ids
+
+
+def next_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """One token per row from logits [A, V] (float32, EOS already masked where forbidden) -> [A] long.
+
+    temperature <= 0: argmax. Else one draw per row (torch.multinomial, the global RNG) from
+    softmax(top_p_filter(logits / temperature, top_p)), HF's order: temperature first, then top-p; the
+    nucleus is looked for among the 64 most likely tokens first (nucleus; at temperature 0.7 and top-p 0.95
+    SmolLM2-135M's nucleus held at most 40 tokens in 2,912 decode steps), then among all.
+    """
+    if temperature <= 0:
+        return logits.argmax(-1)
+    p = (logits / temperature).softmax(-1)  # [A, V]
+    if top_p >= 1.0:
+        return torch.multinomial(p, 1).squeeze(1)
+    for k in (64, p.shape[-1]):
+        found = nucleus(p, top_p, k)
+        if found is not None:
+            weights, ids = found  # [A, k]
+            return ids.gather(1, torch.multinomial(weights, 1)).squeeze(1)  # [A]
+
+
+# ---- The KV-cache bookkeeping (a reader of the sampling loop can skip from here) ----
+
+
+class Running:
+    """The rows still running, with what the model needs to extend them: their ids among the N rows (`rows`
+    [A]), attention mask [A, P + t], the next token's position [A, 1], the KV cache, and the logits of
+    their next token [A, V] (float32)."""
+
+    def __init__(self, rows, attn, pos, cache, logits):
+        self.rows, self.attn, self.pos, self.cache, self.logits = rows, attn, pos, cache, logits
+
+    @classmethod
+    def prefill(cls, model, input_ids, attention_mask, n: int, max_new_tokens: int) -> "Running":
+        """Forward the B prompts [B, P] once, then repeat each prompt's cache and logits n times: N rows."""
+        B, P = input_ids.shape
+        pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # [B, P] as generate: pads 0, tokens 0, 1, ...
+        cache = new_cache(model, P + max_new_tokens)
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, cache=cache,
+                       use_cache=True, logits_to_keep=1).logits[:, -1].float()  # [B, V]
+        cache.batch_repeat_interleave(n)  # [N, heads, P, d] per layer: each prompt computed once
+        return cls(torch.arange(B * n, device=input_ids.device), attention_mask.repeat_interleave(n, 0),
+                   pos[:, -1:].repeat_interleave(n, 0) + 1, cache, logits.repeat_interleave(n, 0))
+
+    def drop(self, done: torch.Tensor) -> None:
+        """Rows with done [A] True leave the batch and the cache (nothing is copied when none is done)."""
+        if done.any():
+            keep = (~done).nonzero().squeeze(1)  # [A']
+            self.cache.batch_select_indices(keep)
+            self.rows, self.attn, self.pos = self.rows[keep], self.attn[keep], self.pos[keep]
+
+    def step(self, model, x: torch.Tensor) -> None:
+        """Append token x [A] to every running row: one forward [A, 1] on the cache -> the next logits."""
+        self.attn = torch.cat([self.attn, self.attn.new_ones(len(x), 1)], 1)  # [A, P + t + 1]
+        self.logits = model(input_ids=x[:, None], attention_mask=self.attn, position_ids=self.pos, cache=self.cache,
+                            use_cache=True).logits[:, -1].float()  # [A, V]
+        self.pos = self.pos + 1
 
 
 class BufferLayer(DynamicLayer):
@@ -84,104 +214,3 @@ def new_cache(model, capacity: int) -> Cache:
     if any(t != "full_attention" for t in types):
         return DynamicCache(config=config)
     return Cache(layers=[BufferLayer(capacity) for _ in range(config.num_hidden_layers)])
-
-
-def top_p_filter(z: torch.Tensor, top_p: float) -> torch.Tensor:
-    """z [A, V] with every token outside the top-p nucleus set to -inf (HF's TopPLogitsWarper): sort
-    ascending, drop the tokens whose cumulative probability is <= 1 - top_p, always keep the most likely.
-
-    >>> top_p_filter(torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log(), 0.75).exp()
-    tensor([[0.5000, 0.3000, 0.0000, 0.0000]])
-    """
-    sorted_z, order = torch.sort(z, descending=False)  # [A, V]
-    drop = sorted_z.softmax(-1).cumsum(-1) <= 1 - top_p  # [A, V] the low tail holding <= 1 - top_p
-    drop[:, -1] = False  # the most likely token stays
-    return z.masked_fill(drop.scatter(1, order, drop), float("-inf"))
-
-
-def nucleus(probs: torch.Tensor, top_p: float, k: int):
-    """The top-p nucleus of each row of probs [A, V] found among its k most likely tokens, or None when some
-    row's nucleus is larger than k. Returns (weights [A, k], ids [A, k]): the k most likely tokens of each row,
-    most likely first, with weight p_v for a token of the nucleus and 0 outside it.
-
-    The rule of top_p_filter in the descending order: a token is kept iff the tokens more likely than it hold
-    less than top_p, i.e. the ascending tail up to and including it holds more than 1 - top_p (the same set,
-    up to float rounding at its edge and the order of ties). The full sort of 8 x 49152 logits took 16 ms on
-    2 cores, torch.topk about 1/5 of that; the draw then runs over k tokens instead of V (7 ms over V).
-    """
-    weights, ids = probs.topk(min(k, probs.shape[-1]), -1)  # [A, k] descending
-    above = weights.cumsum(-1) - weights  # [A, k] the mass of the more likely tokens
-    if k < probs.shape[-1] and (above[:, -1] + weights[:, -1] < top_p).any():
-        return None  # the nucleus of some row reaches past its k-th token
-    drop = above >= top_p  # [A, k]
-    drop[:, 0] = False  # the most likely token stays (top-p 0 keeps it alone, as TopPLogitsWarper does)
-    return weights.masked_fill(drop, 0.0), ids
-
-
-def next_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """One token per row from logits [A, V] (float32, EOS already masked where forbidden) -> [A] long.
-
-    temperature <= 0: argmax. Else one draw per row (torch.multinomial, the global RNG) from
-    softmax(top_p_filter(logits / temperature, top_p)), HF's order: temperature first, then top-p; the
-    nucleus is looked for among the 64 most likely tokens first (nucleus; at temperature 0.7 and top-p 0.95
-    SmolLM2-135M's nucleus held at most 40 tokens in 2,912 decode steps), then among all.
-    """
-    if temperature <= 0:
-        return logits.argmax(-1)
-    p = (logits / temperature).softmax(-1)  # [A, V]
-    if top_p >= 1.0:
-        return torch.multinomial(p, 1).squeeze(1)
-    for k in (64, p.shape[-1]):
-        found = nucleus(p, top_p, k)
-        if found is not None:
-            weights, ids = found  # [A, k]
-            return ids.gather(1, torch.multinomial(weights, 1)).squeeze(1)  # [A]
-
-
-@torch.no_grad()
-def decode(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id: int, temperature: float = 1.0,
-           top_p: float = 1.0, min_new_tokens: int = 0, stopped=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """n completions of each of B left-padded prompts (module docstring).
-
-    input_ids, attention_mask: [B, P]; rows of the result are prompt-major (row b * n + k is sample k of
-    prompt b). stopped(rows, tokens) -> [A] bool: called after each step with the ids [A] of the rows still
-    running and their completions so far [A, t] (e.g. a stop pattern on the decoded text); True ends a row.
-    Returns (tokens [N, T] long, EOS after each row's end, T = the longest completion; logp [N, T] float32,
-    log softmax(z)_x of each sampled token, 0 after the row's end). Runs the model as it is (train or eval
-    mode); the caller sets eval mode and the adapter.
-    """
-    B, P = input_ids.shape
-    N = B * n
-    pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # [B, P] as generate: pads 0, tokens 0, 1, ...
-    cache = new_cache(model, P + max_new_tokens)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos, cache=cache,
-                   use_cache=True, logits_to_keep=1).logits[:, -1].float()  # [B, V]
-    logits = logits.repeat_interleave(n, 0)  # [N, V]
-    cache.batch_repeat_interleave(n)  # [N, heads, P, d] per layer: each prompt computed once
-    attn = attention_mask.repeat_interleave(n, 0)  # [N, P]
-    pos = pos[:, -1:].repeat_interleave(n, 0) + 1  # [N, 1] the next token's position
-    alive = torch.arange(N, device=input_ids.device)  # [A] row ids still running
-    tokens = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=input_ids.device)
-    logp = torch.zeros(N, max_new_tokens, device=input_ids.device)
-    T = 0
-    for t in range(max_new_tokens):
-        lp = torch.log_softmax(logits, -1)  # [A, V] the policy at temperature 1
-        if t < min_new_tokens:
-            logits[:, eos_id] = float("-inf")
-        x = next_tokens(logits, temperature, top_p)  # [A]
-        tokens[alive, t], logp[alive, t] = x, lp.gather(1, x[:, None]).squeeze(1)
-        T = t + 1
-        done = x == eos_id  # [A]
-        if stopped is not None:
-            done |= stopped(alive, tokens[alive, :T]).to(done.device)
-        if t + 1 == max_new_tokens or done.all():
-            break
-        if done.any():  # finished rows leave the batch and the cache
-            keep = (~done).nonzero().squeeze(1)  # [A']
-            cache.batch_select_indices(keep)
-            alive, attn, pos, x = alive[keep], attn[keep], pos[keep], x[keep]
-        attn = torch.cat([attn, attn.new_ones(len(alive), 1)], 1)  # [A, P + t + 1]
-        logits = model(input_ids=x[:, None], attention_mask=attn, position_ids=pos, cache=cache,
-                       use_cache=True).logits[:, -1].float()  # [A, V]
-        pos = pos + 1
-    return tokens[:, :T], logp[:, :T]

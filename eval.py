@@ -356,6 +356,7 @@ def get_args(argv=None):
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--unsafe-sandbox", action="store_true", help="run programs even where no namespace can be made "
       "(python sandbox.py --check); every verdict is then marked unsafe")
+    a("--sandbox-memory", type=int, default=2048, help="MiB for all of one program's processes and files together")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
       help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=None, help="sandbox runs at a time (default: the CPU count)")
@@ -385,7 +386,7 @@ def main(argv=None):
         datasets[spec] = [problems[i] for i in subset(problems, args.sample, spec)]
         set_sizes[spec] = len(problems)
     names = list(datasets)
-    isolation = sandbox.require(args.unsafe_sandbox)  # after loading: the problem files are covered
+    isolation = sandbox.require(args.unsafe_sandbox, memory_mb=args.sandbox_memory)  # after loading: the problem files are covered
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
     model, tok = models.load_base(args.model, device, quant, dtype=args.dtype)

@@ -74,6 +74,8 @@ def get_args(argv=None):
     a("--unsafe-sandbox", action="store_true",
       help="where no namespace can be made (python sandbox.py --check), run programs anyway with what is left "
            "(rlimits, a temp dir; a leased uid as root); every verdict is then marked unsafe")
+    a("--sandbox-memory", type=int, default=2048, help="MiB for all of one program's processes and files together "
+      "(a cgroup per run where one can be made, else a watchdog: python sandbox.py --check)")
     a("--init", default=None, help="start from the adapters of an earlier run folder")
     a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
     a("--sft-batch", type=int, default=8, help="pairs per cold-start SFT step")
@@ -81,6 +83,9 @@ def get_args(argv=None):
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")
     a("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")
+    a("--gradient-checkpointing", action="store_true",
+      help="recompute the layers' activations in the backward: less memory for one more forward (4-bit on a "
+           "small GPU); sampling keeps its KV cache")
     a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
       help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
            "gradients as row by row); off under gradient checkpointing")

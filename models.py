@@ -224,11 +224,16 @@ def peft_without_bnb(four_bit: bool = False):
         import_utils.is_bnb_4bit_available.cache_clear()
 
 
-def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float = 0.0):
+def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float = 0.0,
+                      gradient_checkpointing: bool = False):
     """Wrap the base in peft with one LoRA adapter per role (names = roles); returns the PeftModel.
 
     LoRA (Hu et al. 2021): W x + (alpha/r) B A x, A: [r, d_in], B: [d_out, r] with B = 0 at
     start, so every adapter starts as the base model exactly.
+    gradient_checkpointing (--gradient-checkpointing): the decoder layers keep no activations in a training
+    forward and recompute them in the backward (torch.utils.checkpoint, non-reentrant): memory of one layer's
+    activations instead of all layers', for one more forward. Only in train mode: rollout.sample runs in eval
+    mode, so generation keeps its KV cache; the loss pass scores row by row (shared_prompt.usable).
     """
     four_bit = getattr(model, "is_loaded_in_4bit", False)
     with peft_without_bnb(four_bit), warnings.catch_warnings():
@@ -239,8 +244,10 @@ def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float
         # its FutureWarning is not the user's
         warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
         if four_bit:
-            # casts norms to fp32; no gradient checkpointing: generation must keep its KV cache
+            # casts norms to fp32 (checkpointing, if asked, is enabled below, the same for every base)
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        if gradient_checkpointing:  # non-reentrant: no input needs requires_grad (the base is frozen)
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=LORA_TARGETS,
                          task_type="CAUSAL_LM")
         policy = get_peft_model(model, cfg, adapter_name=roles[0])

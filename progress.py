@@ -1,6 +1,7 @@
-"""What a run shows: greedy pass@1 on held-out problems during training, the --profile table, and
-the summary line a run ends with, and the clock that times a step's phases (train.py calls these;
-metrics.jsonl holds every number)."""
+"""What a run shows: one progress bar per stage with the whole run's ETA and, at the start, a line that says
+what will run and roughly how long it takes here; greedy pass@1 on held-out problems during training, the
+--profile table, the summary line a run ends with, and the clock that times a step's phases (train.py and
+sft.py call these; metrics.jsonl holds every number)."""
 import json
 import time
 from contextlib import contextmanager
@@ -8,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+from tqdm import tqdm
 
 import checkpoint
 import eval as evaluation
@@ -36,6 +38,137 @@ class Clock:
         self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 
 
+# Seconds per unit of each stage, embedded SmolLM2-135M at the defaults, float32, `make train` on a 2-core AMD
+# EPYC (AVX-512), 2026-12-03 (bench/rss_profile.py's run in docs/running.md): the first guess of a run's length.
+# Units: load once; an SFT step (--sft-batch 8); a GRPO step (2 problems x 2 plans x 4 codes, 48 + 128 tokens);
+# one held-out problem evaluated. Another model scales by its parameter count; another device has no guess
+# until its own first steps (the ETA then comes from them).
+COSTS = {"load": 12.0, "sft planner": 4.0, "sft coder": 5.0, "sft debugger": 6.0, "grpo": 20.0, "eval": 2.0}
+EMBEDDED_PARAMS = 134.5e6
+
+
+class Run:
+    """The stages of a run in order, each with its units (steps, or problems for 'eval'), the units done, the
+    guessed seconds per unit (COSTS, scaled; None: no guess) and the units timed in this process with their
+    seconds. The ETA of what is left: a stage with timed units at its own measured rate; one not timed yet at
+    its guess times the ratio of measured to guessed seconds over everything timed (this machine today)."""
+
+    def __init__(self, stages: list, show: bool = True):
+        self.stages = {name: {"units": u, "done": 0, "timed": 0, "seconds": 0.0, "guess": g} for name, u, g in stages}
+        self.show, self.t0, self.open = show, time.perf_counter(), None
+
+    def stage(self, name: str) -> dict:
+        return self.stages.setdefault(name, {"units": 0, "done": 0, "timed": 0, "seconds": 0.0, "guess": None})
+
+    def record(self, name: str, seconds: float, units: float = 1) -> None:
+        st = self.stage(name)
+        st["done"], st["timed"], st["seconds"] = st["done"] + units, st["timed"] + units, st["seconds"] + seconds
+
+    def eta_s(self) -> float | None:
+        """Seconds left (None: a stage left with neither a guess nor a timed unit)."""
+        timed = [st for st in self.stages.values() if st["timed"] and st["guess"]]
+        speed = sum(st["seconds"] for st in timed) / sum(st["timed"] * st["guess"] for st in timed) if timed else 1.0
+        left = 0.0
+        for st in self.stages.values():
+            rest = max(0, st["units"] - st["done"])
+            if rest and st["timed"]:
+                left += rest * st["seconds"] / st["timed"]
+            elif rest and st["guess"] is None:
+                return None
+            elif rest:
+                left += rest * st["guess"] * speed
+        return left
+
+    def plan_line(self) -> str:
+        unit = {"load": "", "eval": " problems"}
+        parts = [name + ("" if name == "load" else f" {st['units']:g}{unit.get(name, ' steps')}")
+                 + (f" ~{clock(st['units'] * st['guess'])}" if st["guess"] is not None else "")
+                 for name, st in self.stages.items() if st["units"]]
+        eta = self.eta_s()
+        total = (f"about {clock(eta)} in all on a 2-core CPU (progress.COSTS)" if eta is not None
+                 else "no time guess for this model or device before its first steps")
+        return "will run: " + ", ".join(parts) + f"; {total}; the bars' ETA corrects it as steps are timed"
+
+
+RUN: Run | None = None  # the run in progress (start), for the bars of sft.py and train.py
+
+
+def clock(s: float | None) -> str:
+    """Seconds -> 'm:ss' ('?' for None)."""
+    return "?" if s is None else f"{int(s) // 60}:{int(s) % 60:02d}"
+
+
+def evaluations(steps: int, every: int) -> int:
+    """How many times train.py evaluates: at step 0, every `every` steps, and after the last step."""
+    if steps <= 0:
+        return 1
+    return 1 + (steps // every + (steps % every != 0) if every > 0 else 1)
+
+
+def start(args, device: str, eval_problems: int, show: bool = True) -> Run:
+    """The run's stages from its flags (load, SFT per role, evaluations, GRPO steps), printed as one line.
+    Guesses (COSTS) only for the embedded model in float32 on a CPU; the GRPO guess scales with the step's
+    tokens (problems x (plans x plan tokens + codes x code tokens)), SFT's with --sft-batch."""
+    import roles
+
+    guess = args.model in ("SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct") and device == "cpu" \
+        and getattr(args, "dtype", "auto") in ("auto", "float32")
+    g = (lambda s: s) if guess else (lambda s: None)  # noqa: E731
+    codes = args.codes_per_plan or 4
+    plans = args.num_plans if "planner" in args.roles else 0
+    tokens = args.problems_per_step * (plans * args.max_plan_tokens + args.num_plans * codes * args.max_code_tokens)
+    stages = [("load", 1, g(COSTS["load"]))]
+    stages += [(f"sft {r}", args.sft_steps, g(COSTS.get(f"sft {r}", COSTS["sft coder"]) * args.sft_batch / 8))
+               for r in (roles.sft_roles(args.roles) if args.sft_steps > 0 else [])]
+    stages += [("eval", evaluations(args.steps, args.eval_every) * eval_problems,
+                g(COSTS["eval"] * args.max_code_tokens / 128))]
+    stages += [("grpo", args.steps, g(COSTS["grpo"] * tokens / (2 * (2 * 48 + 2 * 4 * 128))))]
+    global RUN
+    RUN = Run(stages, show)
+    if show:
+        print(RUN.plan_line(), flush=True)
+    return RUN
+
+
+def bar(iterable, name: str, total: int | None = None, initial: int = 0, disable: bool = False):
+    """tqdm over `iterable` as stage `name` of the run (start): each item's seconds go into the run's ETA,
+    shown after the bar with the stage's s/step. The bar is closed while an evaluation runs (pause), so the
+    evaluation's own bar is never drawn inside it; the next step opens a new one where it left off."""
+    run = RUN
+    if run is None:
+        yield from tqdm(iterable, desc=name, total=total, initial=initial, disable=disable, dynamic_ncols=True)
+        return
+    if run.stages["load"]["done"] == 0:  # everything before the first bar is loading
+        run.record("load", time.perf_counter() - run.t0)
+    st = run.stage(name)
+    st["done"] = max(st["done"], initial)  # --resume: steps done before
+    total = len(iterable) if total is None else total
+    count, b = initial, None
+    try:
+        for item in iterable:
+            if b is None:
+                b = run.open = tqdm(desc=name, total=total, initial=count, disable=disable, dynamic_ncols=True)
+            t, evaluating = time.perf_counter(), run.stage("eval")["seconds"]
+            yield item
+            run.record(name, time.perf_counter() - t - (run.stage("eval")["seconds"] - evaluating))  # eval: its own
+            count += 1
+            if run.open is b:
+                b.set_postfix_str(f"{st['seconds'] / st['timed']:.1f} s/step, run ETA {clock(run.eta_s())}",
+                                  refresh=False)
+                b.update(1)
+            else:  # an evaluation closed it during this step (pause): the next step opens a new one
+                b = None
+    finally:
+        pause()
+
+
+def pause() -> None:
+    """Close the open stage bar (its line stays); the stage's next step opens a new one."""
+    if RUN is not None and RUN.open is not None:
+        RUN.open.close()
+        RUN.open = None
+
+
 def print_profile(rows: list):
     """The --profile table: mean seconds per GRPO step of each phase, and what they add up to."""
     phases = [f"time_{p}_s" for p in PHASES if any(f"time_{p}_s" in m for m in rows)]
@@ -60,6 +193,7 @@ def evaluate(policy, tok, problems, args) -> dict:
                          workers=args.workers, max_retrieval_tokens=args.max_retrieval_tokens)
     chain = [r for r in args.roles if not (r == "retriever" and getattr(args, "retrieval", "recall") == "corpus")]
     saved, t = checkpoint.rng_state(), time.perf_counter()
+    pause()  # the GRPO bar's line ends here: the evaluation's bar is drawn below it, not inside it
     try:  # the run's own framework (eval.MODES), with its trained adapters
         programs, stats = evaluation.generate_programs(policy, tok, problems, evaluation.mode_of(chain), ns,
                                                        {r: r for r in chain})
@@ -68,6 +202,8 @@ def evaluate(policy, tok, problems, args) -> dict:
         checkpoint.set_rng_state(saved)
     # every stat generate_programs reports (mean plan / code tokens, share of truncated codes) goes
     # into the line as eval_<name>
+    if RUN is not None:
+        RUN.record("eval", time.perf_counter() - t, len(problems))
     return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), **{f"eval_{k}": v for k, v in stats.items()},
             "eval_verdicts": res["verdicts"], "eval_s": time.perf_counter() - t}
 

@@ -16,14 +16,17 @@ what to do) unless allow_unsafe() (--unsafe-sandbox): then they run with what is
 
 One run (`run_program`):
 
-    parent (this file)                          child: `python -I -S`, fresh for every program
-    root: lease a uid of our own
+    parent (this file, sandboxing/launch.py)    child: `python -I -S`, fresh for every program
+    root: lease a uid of our own; a memory
+      cgroup for the run, or the watchdog
     plan the tests (judge.plan_tests): value,
       statement or I/O; keep every expected
       value and output here
-    spawn; the child's code, job and token on   pid 1 of new pid/network/IPC/mount namespaces
-      stdin, the judge's key on a pipe of its   (and user, not root): the filesystem read-only,
-      own                         ----------->  private tmpfs mounts, rlimits, no privilege left;
+    spawn; the child's code, job and token on   first: join the run's cgroup; pid 1 of new
+      stdin, the judge's key on a pipe of its   pid/network/IPC/mount namespaces (and user, not
+      own                         ----------->  root): the filesystem read-only, private tmpfs
+                                                mounts, rlimits, no privilege left (no cgroup:
+                                                the seccomp filter too);
                                                 fork the JUDGE (statement tests) before any
                                                 program code runs; stdio -> /dev/null, a capped file
                                                 function tests: the program once, then each value
@@ -33,6 +36,8 @@ One run (`run_program`):
                                                 I/O tests: per test, fork the warm runner: stdin =
                                                   the input, stdout = a capped file, then exec
     read `TOKEN ...` report lines, judge each   <--  one report per test, then the end marker(s)
+      (every 50 ms: the OOM-kill count, or the
+      watchdog's sum, against the budget)
       value / output as it arrives
     kill pid 1 (the kernel takes all of its namespace along); reap; release the uid
 
@@ -51,8 +56,8 @@ peak RSS (VmHWM, reset before each test through /proc/self/clear_refs) of the pr
 I/O tests: wait4 of the test's forked process, less what it held when it was forked. With
 namespaces the CPU of every process the test started counts too (read from the run's own /proc
 before they are killed, after each test): work handed to a child is neither free nor over the
-limit unseen -- a test whose CPU with its children's passes timeout_s is a timeout. Memory is
-per process: what the children held, and what lies in tmpfs or memfd files, is not counted.
+limit unseen -- a test whose CPU with its children's passes timeout_s is a timeout. test_mem_mb
+is per process; Result.run_peak_mb is the whole run's (its cgroup's peak, else the watchdog's).
 
 Limits (each documented where it is set):
     CPU         each test, and the program's own top level, gets timeout_s CPU seconds (a timer
@@ -61,30 +66,24 @@ Limits (each documented where it is set):
                 an I/O test's process meets its own RLIMIT_CPU of ceil(timeout_s) + 1.
     wall        WALL_FACTOR x the CPU budget, per test and per run: a sleeping or blocked program.
     memory      RLIMIT_AS = the address space the program starts with (~13 MiB) + memory_mb, per
-                process. Not counted (there are no cgroups here): files in the run's tmpfs
-                (64 MiB each of /tmp, /var/tmp, /dev/shm) and memfds (each <= OUTPUT_MB).
+                process; and all of the run's processes and files together: --sandbox-memory
+                (sandboxing/memory.py: a cgroup, guaranteed, else seccomp + a watchdog, best
+                effort). Over it: the whole run is killed, every test "memory".
     output      stdout + stderr, and each file written: OUTPUT_MB (an I/O test: its stdout).
                 What we read back: REPORT_MB, plus each I/O test's output (judged on arrival).
-    processes   MAX_PROCS, threads included: RLIMIT_NPROC counts per uid, and root ignores it,
+    processes   MAX_PROCS (16 without a cgroup), threads included: RLIMIT_NPROC counts per uid, and root ignores it,
                 hence a uid of the run's own; in a user namespace it counts uid 0 of that
                 namespace, i.e. the run alone (Linux 5.14+ counts it per user namespace).
 """
-import contextlib
 import functools
-import hashlib
-import marshal
-import math
 import os
-import secrets
 import subprocess
 import sys
 import threading
-import time
-import ast
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-from sandboxing import check, judge, process, special_checker
+from sandboxing import bombs, check, judge, launch, memory, process, special_checker
 from sandboxing.judge import VERDICTS, _plan  # noqa: F401  (re-exported: sandbox._plan, sandbox.VERDICTS)
 from sandboxing.confine import ISOLATED
 from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
@@ -186,6 +185,7 @@ class Result:
     unsafe: bool = False  # True: run without namespaces (--unsafe-sandbox; isolation().mode uid or none)
     coverage: tuple | None = None  # coverage=True: the program's lines that ran, as its process reported them
     #                                (data for a loss mask, never a verdict); None: not asked, or no report
+    run_peak_mb: float = 0.0  # the run's memory peak, all its processes and files (cgroup; else the watchdog's), MiB
 
     @property
     def pass_rate(self) -> float:
@@ -234,109 +234,36 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         mode = chosen.mode
     unsafe = mode not in ISOLATED
     plans = judge.plan_tests(program, tests, io_tests, setup)
-    statements = [(i, src) for i, (kind, src, _) in enumerate(plans) if kind == "statement"]
-    values = tuple(src for kind, src, _ in plans if kind == "value")  # "check" values need no setup
-    tokens = {"program": secrets.token_hex(16)}
-    key = secrets.token_bytes(32)
-    sealed = None
-    if statements:
-        tokens["judge"] = secrets.token_hex(16)
-        sealed = _seal(marshal.dumps(dict(token=tokens["judge"], setup=setup, tests=statements, timeout_s=timeout_s,
-                                          wall_s=WALL_FACTOR * timeout_s,
-                                          modules=_modules(setup, tuple(src for _, src in statements), keep_sys=True))), key)
-    cpu_limit = math.ceil(timeout_s * (n + 1) + STARTUP_S)
-    job = dict(program=program, setup=setup if values else "",
-               tests=[("value", src) if kind in ("value", "check") else (kind, None) for kind, src, _ in plans
-                      if kind != "io"],
-               modules=_modules(setup, values) if values else [],
-               inputs=[given.encode() for kind, given, _ in plans if kind == "io"],
-               judge=sealed, key_fd=None,
-               token=tokens["program"], timeout_s=timeout_s, wall_s=WALL_FACTOR * timeout_s,
-               cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=OUTPUT_MB << 20,
-               max_procs=MAX_PROCS, site_dirs=process.SITE_DIRS, mode=mode, uid=None,
-               show=[], hide=[], hide_files=[], coverage=coverage and not io_tests)
+    limits = dict(wall_factor=WALL_FACTOR, startup_s=STARTUP_S, output_mb=OUTPUT_MB, max_procs=MAX_PROCS)
+    job, tokens, key, cpu_limit = launch.prepare(program, plans, setup, timeout_s, memory_mb, mode, limits)
+    job["coverage"] = coverage and not io_tests
     reports = judge.Reports(plans, tokens, checker, keep=checker_program is not None)
     limit = (REPORT_MB << 20) + len(io_tests) * (2 * (OUTPUT_MB << 20) + (1 << 16))
-    start, cut = time.monotonic(), "deadline"
-    with process.own_uid(mode) as uid, process.workdir(mode, uid) as workdir:
-        job["uid"] = uid
-        if mode in ISOLATED:
-            job.update(show=process.shown(), hide=process.hidden_answers(),
-                       hide_files=process.hidden_files())
-        command = {"root": UNSHARE, "user": UNSHARE_USER}.get(mode, []) + [sys.executable, "-I", "-S", "-c",
-                                                                          process.BOOT]
-        key_read, key_write = os.pipe()  # the judge's key: the one thing the program's process never reads
-        job["key_fd"] = key_read  # pass_fds keeps the number
-        try:
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, env=ENV, cwd=workdir, start_new_session=True,
-                                    pass_fds=(key_read,))
-        except OSError as e:
-            os.close(key_write)
-            return _failed_all("sandbox_error", n, f"spawn: {e}", unsafe)
-        finally:
-            os.close(key_read)
-        try:
-            with contextlib.suppress(BrokenPipeError):
-                os.write(key_write, key)  # 32 bytes: fits the pipe, never blocks
-            os.close(key_write)
-            key_write = None
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(marshal.dumps((process.CHILD_CODE, job)))
-                proc.stdin.close()
-            cut = process.read_until_exit(proc, start + WALL_FACTOR * cpu_limit, reports.feed, limit)
-        finally:
-            if key_write is not None:
-                os.close(key_write)
-            process.kill_run(proc, mode, uid, exited=cut is None)  # before reaping: its pid stays ours till then
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            proc.stdout.close()
-    cpu_s = usage.ru_utime + usage.ru_stime
-    ended = process.end_reason(status, cut, cpu_s, cpu_limit, WALL_FACTOR * cpu_limit, limit >> 20, OUTPUT_MB)
-    wall_s = time.monotonic() - start
+    ran = launch.run(job, key, reports.feed, limit, WALL_FACTOR * cpu_limit, ENV)
+    wall_s = ran.wall_s
+    if ran.error:
+        return _failed_all("sandbox_error", n, ran.error, unsafe)
+    if ran.memory:  # over the run's budget: killed whole, every test lost (sandboxing/memory.py)
+        return Result("memory", 0, n, round(ran.cpu_s, 4), round(wall_s, 4), 0.0, ran.memory, ("memory",) * n,
+                      (None,) * n, (None,) * n, (None,) * n, unsafe, None, ran.peak_mb)
+    ended = process.end_reason(ran.status, ran.cut, ran.cpu_s, cpu_limit, WALL_FACTOR * cpu_limit, limit >> 20,
+                               OUTPUT_MB)
     try:  # the reports are the program's words: whatever they hold, no exception leaves here
         # (docs/sandbox.md#h5-malformed-report-fields)
         if reports.kept:  # the problem's own checker program judges what the program printed
             run = functools.partial(run_program, mode=mode)  # the checker runs as the program ran
             reports.settle(special_checker.verdicts(checker_program, reports.kept, run))
-        verdict, per_test, detail, timing = judge.judge(tests, plans, reports, ended, "judge" if statements else None)
+        verdict, per_test, detail, timing = judge.judge(tests, plans, reports, ended, "judge" if "judge" in tokens else None)
         peak_mb = max((peak for sender, peak, _ in reports.messages if sender == "program"), default=0) / 1024
         cpu, wall, mem = (tuple(column) for column in zip(*timing)) if timing else ((), (), ())
         lines = next((m[1] for sender, _, m in reversed(reports.messages) if sender == "program"
                       and m[0] == "coverage" and len(m) == 2), None) if coverage else None
         lines = tuple(sorted({x for x in lines if type(x) is int and 0 < x < 1 << 30})) \
             if type(lines) in (list, tuple) else None  # the program's words: plain ints or nothing
-        return Result(verdict, per_test.count("passed"), n, round(cpu_s, 4), round(wall_s, 4),
-                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe, lines)
+        return Result(verdict, per_test.count("passed"), n, round(ran.cpu_s, 4), round(wall_s, 4),
+                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe, lines, ran.peak_mb)
     except Exception as e:  # a defect of ours, met through a report no test foresaw
         return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
-
-
-def _seal(data: bytes, key: bytes) -> bytes:
-    """data XOR a SHAKE-256 keystream of `key` (a one-time pad: one key per run, never reused):
-    the program's process carries the judge's job but cannot read it without the key."""
-    pad = hashlib.shake_256(key).digest(len(data))
-    return (int.from_bytes(data, "little") ^ int.from_bytes(pad, "little")).to_bytes(len(data), "little")
-
-
-@functools.lru_cache(maxsize=4096)
-def _modules(setup, expressions, keep_sys=False):
-    """Modules that the setup and tests import or name (math in `math.floor(f(1))`). The program's
-    process imports them before the program runs and restores them before every value test; the
-    judge process puts them in each statement test's namespace (`sys` too: MBPP 596's tests use
-    sys.getsizeof with the `sys` the program imported)."""
-    names = set()
-    for source in (setup, *expressions):
-        with contextlib.suppress(Exception):
-            for node in ast.walk(ast.parse(source)):
-                if isinstance(node, ast.Import):
-                    names.update(alias.name for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    names.add(node.module)
-                elif isinstance(node, ast.Name) and node.id in sys.stdlib_module_names:
-                    names.add(node.id)
-    return sorted(names - ({"builtins"} if keep_sys else {"sys", "builtins"}))
 
 
 def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False,
@@ -370,27 +297,41 @@ class SandboxError(Exception):
     """No isolation here and no --unsafe-sandbox: the one-line refusal (Isolation.refusal)."""
 
 
-def require(unsafe: bool, show: bool = True) -> dict:
+def require(unsafe: bool, show: bool = True, memory_mb: int | None = None) -> dict:
     """train.py / eval.py at start: refuse in one line (SandboxError) where runs would have no
-    namespaces and `unsafe` (--unsafe-sandbox) is False, else allow them; print one line of what is
-    in force (`show`); return what config.json / results.json record."""
+    namespaces and `unsafe` (--unsafe-sandbox) is False, else allow them; set the run's memory budget
+    (--sandbox-memory, MiB; ValueError below 64); print one line of what is in force (`show`), the
+    memory bound included; return what config.json / results.json record."""
     chosen = isolation()
     if not chosen.isolated:
         if not unsafe:
             raise SandboxError(chosen.refusal())
         allow_unsafe()
-    held = check.guarantees(run_program, chosen.mode, MAX_PROCS)
+    if memory_mb is not None:
+        memory.set_budget(memory_mb)
+    held = check.guarantees(run_program, chosen.mode, memory.max_procs(MAX_PROCS))
     if show:
         print(f"sandbox: {check.describe(chosen.mode)}: " + ", ".join(
             f"{k} {'yes' if v else 'no'}" for k, (v, _) in held.items())
-              + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)"), flush=True)
+              + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)")
+              + f"; {memory.describe(MEMORY_MB)}", flush=True)
     return {"mode": chosen.mode, "unsafe": not chosen.isolated, "missing": chosen.missing,
-            "guarantees": {k: v for k, (v, _) in held.items()}}
+            "guarantees": {k: v for k, (v, _) in held.items()},
+            "memory": {"mechanism": memory.mechanism(), "budget_mb": memory.budget_mb(),
+                       "guaranteed": memory.guaranteed()}}
 
 
-if __name__ == "__main__":  # python sandbox.py --check: what is in force here, one line per guarantee
-    if sys.argv[1:] != ["--check"]:
-        sys.exit("usage: python sandbox.py --check")
+if __name__ == "__main__":  # python sandbox.py --check [--deep]: what is in force here, one line per guarantee
+    if sys.argv[1:] not in (["--check"], ["--check", "--deep"]):
+        sys.exit("usage: python sandbox.py --check [--deep]")
     chosen = isolation()
-    print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, MAX_PROCS))))
-    sys.exit(0 if chosen.isolated else 1)
+    print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, memory.max_procs(MAX_PROCS)))))
+    print(memory.describe(MEMORY_MB))
+    held = True
+    if "--deep" in sys.argv:  # each hostile memory program against a small budget: all must be stopped
+        memory.set_budget(bombs.DEEP_BUDGET_MB)
+        found = bombs.deep_check(run_program, "cgroup" if memory.guaranteed() else "watchdog")
+        print(f"memory, {bombs.DEEP_BUDGET_MB} MiB a run: " + ", ".join(
+            f"{name} {'held' if ok else 'GOT THROUGH'} ({verdict})" for name, ok, verdict in found))
+        held = all(ok for _, ok, _ in found)
+    sys.exit(0 if chosen.isolated and held else 1)

@@ -1,16 +1,23 @@
 """Cold-start SFT (the paper's first stage): teach each role its format before GRPO.
 
 The loss is the token-level cross-entropy of the reference completion, written with the same
-pieces as GRPO: a teacher-forced Rollout (rollout.from_texts), its per-token log-probs, and the
-'token' weights of grpo.loss_weights (1 / number of target tokens).
+pieces as GRPO: teacher-forced Rollouts (rollout.from_texts), their per-token log-probs, and the
+'token' weights of grpo.loss_weights (1 / number of target tokens of the whole step):
+
+    loss = -(1 / n_tokens) * sum over the step's target tokens of log pi(token)
+
+computed over micro-batches of --micro-batch pairs (gradient accumulation, as the GRPO update), so
+memory is that of one micro-batch and the gradient is the full batch's.
 """
 import json
 import random
+import time
 
 import torch
 from tqdm import tqdm
 
-import grpo
+import cpu_linear
+import progress
 import roles
 import rollout
 
@@ -36,6 +43,21 @@ def pairs(problems, role: str, chain) -> list[tuple[list, str]]:
     return out
 
 
+def micro_batches(tok, chats: list, targets: list, size: int, device) -> list:
+    """The step's pairs as teacher-forced Rollouts of at most `size` pairs each (rollout.from_texts), the pairs
+    sorted by length first so that each micro-batch is padded only to its own longest prompt and target.
+
+    Memory is that of one micro-batch (its activations and its logits [size, T, V]: logits are computed for
+    the target positions only, rollout.logprobs); the pairs are the same, so the summed micro-batch losses
+    are the full batch's loss (train: one token-mean normaliser for the whole step).
+    """
+    prompts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    lengths = [len(x) for x in tok([p + t for p, t in zip(prompts, targets)], add_special_tokens=False).input_ids]
+    order = sorted(range(len(chats)), key=lengths.__getitem__)
+    groups = [order[k:k + size] for k in range(0, len(order), size)]
+    return [rollout.from_texts(tok, [chats[i] for i in g], [targets[i] for i in g], device) for g in groups]
+
+
 def train(policy, tok, problems, role, args, optimizer, log=None):
     """--sft-steps steps of cold-start SFT of one role; each step's loss goes to `log` (JSONL).
 
@@ -43,26 +65,44 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
     (single agent, --roles coder: problem -> solution). Debugger: problem + plan + a failing mutant and
     its visible feedback -> the reference (debugger.sft_target). Batches of --sft-batch pairs (`pairs`)
     drawn at random; lr --sft-lr, then set back to --lr.
-    Loss: mean over target tokens of -log pi(token) (the target's EOS included).
+    Loss: mean over target tokens of -log pi(token) (the target's EOS included), over micro-batches of
+    --micro-batch pairs (micro_batches). Each step's line: loss, tokens (prompt + target tokens of its
+    pairs), positions (what was forwarded, padding included), time_step_s. At the end freed memory goes
+    back to the system (cpu_linear.release_memory), so the next stage starts from the model's footprint.
     Raises ValueError (one line) when the role has no pair in `problems`.
     """
     pool = pairs(problems, role, args.roles)
     if not pool:
         raise ValueError(f"no SFT pair for the {role} in the training problems (they need a plan and a solution)")
     policy.set_adapter(role)
+    device = next(policy.parameters()).device
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
-    for i in tqdm(range(args.sft_steps), desc=f"sft {role}", dynamic_ncols=True):
+    for i in progress.bar(range(args.sft_steps), f"sft {role}"):  # its seconds go into the run's ETA
+        t = time.perf_counter()
         chats, targets = map(list, zip(*random.sample(pool, min(args.sft_batch, len(pool)))))
+        parts = micro_batches(tok, chats, targets, args.micro_batch, device)  # Rollouts of <= --micro-batch pairs
         # BEGIN SOLUTION sft_step
-        r = rollout.from_texts(tok, chats, targets, next(policy.parameters()).device)
-        loss = -(rollout.logprobs(policy, r) * grpo.loss_weights(r.mask, "token")).sum()
+        n_tokens = sum(r.mask.sum() for r in parts)  # the step's target tokens: one normaliser for all parts
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for r in parts:  # gradients add up over the parts: the full batch's gradient
+            part = -(rollout.logprobs(policy, r) * r.mask).sum() / n_tokens
+            part.backward()
+            loss += part.item()
         torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], args.max_grad_norm)
         optimizer.step()
         # END SOLUTION
         if log:
-            log.write(json.dumps({"phase": "sft", "role": role, "sft_step": i + 1, "loss": loss.item()}) + "\n")
+            log.write(json.dumps({"phase": "sft", "role": role, "sft_step": i + 1, "loss": loss, **step_tokens(parts),
+                                  "time_step_s": time.perf_counter() - t}) + "\n")
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
         g["lr"] = args.lr
+    cpu_linear.release_memory()
+
+
+def step_tokens(parts: list) -> dict:
+    """tokens: the prompt and target tokens of a step's micro-batches (EOS of each target included);
+    positions: the token positions forwarded, padding included."""
+    real = sum(int(r.attn[:, :r.prompt_len].sum() + r.mask.sum()) for r in parts)
+    return {"tokens": real, "positions": sum(r.seqs.numel() for r in parts)}

@@ -34,13 +34,11 @@ import checkpoint
 import codedpo
 import data
 import distributed
-import efficiency
-import eval as evaluation
-import grpo
 import models
 import ppo
 import progress
 import report
+import reward
 import retriever
 import roles
 import rollout
@@ -82,7 +80,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     1. rollouts       tree.build: each role of --roles samples its completions level by level with its
                       own adapter (Planner: G plans per problem; Coder: M programs per plan; a Retriever
                       above, a Debugger's D repairs below), and the sandbox runs every program
-    2. rewards        step_rewards: the sandbox's results -> r [B, 1, programs per problem] (rewards_of),
+    2. rewards        reward.step_rewards: the sandbox's results -> r [B, 1, programs per problem] (Result.pass_rate),
                       written back into the tree's program nodes
     3. credit         tree.advantages -> grpo.tree_advantages: a node is worth the mean (or max) of the
                       valid programs below it, its advantage is normalised among its siblings
@@ -99,7 +97,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     rollouts = tree.build(problems, args.roles, tree_sizes(args), partial(generate, policy, tok, args, clock),  # 1
                           partial(run_programs, args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
                           k=args.retrieval_k)
-    rewards = step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
+    rewards = reward.step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
     credit = tree.advantages(rollouts, args.planner_credit, args.scale_rewards == "group",  # 3
                              args.coder_baseline, args.debug_reward, args.debug_gamma)
     update_metrics = update.gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
@@ -125,46 +123,6 @@ def run_programs(args, clock, jobs: list) -> list:
     timed as the sandbox phase."""
     with clock("sandbox"):
         return sandbox.run_many(jobs, workers=args.workers)
-
-
-def step_rewards(rollouts, problems, args, clock) -> torch.Tensor:
-    """Step 2: rewards r [B, 1, programs per problem] of the step's programs (rewards_of), in tree order, each
-    also written into its program's node, so that --reward all_pass and the efficiency bonus reach the credit.
-
-    With --efficiency-weight > 0 the problems' reference solutions run too: their tests' CPU time is the
-    efficiency bonus's yardstick (ref_times [B] seconds, NaN for a problem without one).
-    """
-    B = len(problems)
-    coders = rollouts.of("coder")
-    results = [rollouts.nodes[i].result for i in coders]
-    ref_times = None
-    if args.efficiency_weight > 0:
-        with clock("sandbox"):
-            costs = evaluation.reference_costs(problems, args)
-        ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
-    rewards = rewards_of(results, (B, 1, len(coders) // B), args, ref_times)  # [B, 1, programs per problem]
-    for i, r in zip(coders, rewards.flatten().tolist()):
-        rollouts.nodes[i].reward = r
-    return rewards
-
-
-def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
-    """Sandbox results (flat, prompt-major) -> rewards of `shape` (docs/algorithm.md#the-reward): training
-    passes [B, 1, K], K programs per problem (step_rewards).
-
-    pass_rate: passed/total; all_pass: 1[verdict == passed]. --efficiency-weight lambda > 0 adds
-    grpo.efficiency_bonus: lambda * min(1, 1 / NET) for a program that passes every test, NET = its
-    tests' CPU time (ET) over the reference's (ref_times: [B] seconds, NaN where a problem has none)
-    or, without one, over the fastest fully-passing program of the same problem.
-    """
-    r = torch.tensor([x.pass_rate if args.reward == "pass_rate" else float(x.verdict == "passed")
-                      for x in results]).view(shape)
-    if args.efficiency_weight > 0:
-        costs = [efficiency.program_cost(x) for x in results]  # (ET s, MU MiB) of a passing program, else None
-        t = torch.tensor([c[0] if c else 0.0 for c in costs]).view(shape)
-        ok = torch.tensor([c is not None for c in costs]).view(shape)
-        r = r + grpo.efficiency_bonus(t, ok, ref_times, args.efficiency_weight)
-    return r
 
 
 def mean_tokens(outputs: dict, role: str) -> float | None:
@@ -273,8 +231,10 @@ def setup(args) -> Run:
     run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
     held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     run.eval_problems = checkers.use(held_out, args.checker)
+    progress.start(args, device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
     try:
-        run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank)  # refuses when nothing isolates
+        run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates
+                                        memory_mb=args.sandbox_memory)
         sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
     except (RuntimeError, sandbox.SandboxError) as e:
         raise SystemExit(f"error: {e}") from None
@@ -286,7 +246,8 @@ def load_policy(run: Run) -> None:
     rank, AdamW on the adapters, and a checkpoint's adapters, optimizer and RNG (--resume)."""
     args = run.args
     base, run.tok = models.load_base(args.model, run.device, run.quant, args.dtype)
-    run.policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha)
+    run.policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha,
+                                          gradient_checkpointing=args.gradient_checkpointing)
     if args.init and not run.ckpt:  # a role the earlier run did not have (a new Debugger) starts fresh
         models.init_role_adapters(run.policy, args.init, [r for r in args.roles if r in models.ROLES or
                                                           (Path(args.init) / "adapters" / r).exists()])
@@ -359,8 +320,8 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
     args, state, health = run.args, run.state, Health()
     if state["step"] == 0:
         evaluate(run, log, 0)
-    for step in tqdm(range(state["step"] + 1, args.steps + 1), desc="grpo", dynamic_ncols=True,
-                     initial=state["step"], total=args.steps, disable=not run.main_rank):  # a resume goes on
+    for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
+                             initial=state["step"], disable=not run.main_rank):  # a resume goes on
         batch = checkpoint.batch_at(run.problems, state["consumed"], min(args.problems_per_step, len(run.problems)),
                                     args.seed)
         k = len(batch) // run.world  # this rank's slice: whole groups, never split

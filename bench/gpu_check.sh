@@ -5,11 +5,11 @@
 #
 # Rows: the device; the embedded model loaded in bf16 and in 4-bit NF4 on CUDA (+ one forward);
 # a 2-step two-role train.py run with --quant 4bit on CUDA (1 SFT step per role, held-out eval,
-# then --resume of the finished run); bench/gpu_memory.py at the Qwen2.5-Coder-1.5B shape; the GRPO
+# then --resume of the finished run); bench/gpu_memory.py at the 1.5B shape, the recipe's step; the GRPO
 # step bench on CUDA in bf16 (forced and natural lengths, ours and TRL when trl is importable, decode
 # ms per step against the GPU's measured bandwidth); and, with two or more GPUs, one torchrun step on
-# 2 of them. Each row has its own time limit (they add up to 660 s), so the whole script ends within
-# 11 minutes even when a row hangs. Logs and run folders stay in $GPU_CHECK_OUT (default a
+# 2 of them. Each row has its own time limit (they add up to 780 s), so the whole script ends within
+# 13 minutes even when a row hangs. Logs and run folders stay in $GPU_CHECK_OUT (default a
 # fresh /tmp/gpu-check.*). Without CUDA it says so in one line and exits with status 2.
 set -u
 cd "$(dirname "$0")/.."
@@ -76,7 +76,8 @@ TRAIN="--problems-per-step 2 --num-plans 2 --codes-per-plan 4 --device cuda --qu
 row "train 2 steps, 4bit" 120 bash -c "$PY train.py --steps 2 --sft-steps 1 --sft-batch 2 $TRAIN --eval-data val \
   --eval-limit 4 --out $OUT/run && $PY train.py --resume $OUT/run | tail -1 | grep -q 'already finished' \
   && $PY $OUT/summary.py $OUT/run"
-row "gpu_memory.py 1.5B shape" 120 bash -c "$PY bench/gpu_memory.py | tee /dev/stderr | tail -1 | sed 's/^/CHECK /'"
+RECIPE=$(cat bench/gpu_recipe.flags)  # the step of docs/gpu.md's recipe (its group sizes, lengths, micro-batch)
+row "gpu_memory.py, the recipe's step" 240 bash -c "$PY bench/gpu_memory.py $RECIPE | tee /dev/stderr | tail -1 | sed 's/^/CHECK /'"
 row "grpo_bench.py, cuda bf16" 180 bash -c "set -o pipefail; $PY bench/grpo_bench.py --device cuda --dtype bfloat16 --systems ours,trl \
   --reps 1 --warmup 1 --steps 2 | tee /dev/stderr | grep -E '^(decode at|goals)' | tr '\n' ' ' | sed 's/^/CHECK /'"
 NGPU=$("$PY" -c "import torch; print(torch.cuda.device_count())")

@@ -3,6 +3,7 @@
     python bench/gpu_memory.py                                # CUDA: the 1.5B shape, NF4, bf16 compute
     python bench/gpu_memory.py --device cpu --small           # a check on CPU: tiny config, float32
     python bench/gpu_memory.py --num-plans 8 --max-code-tokens 256   # any train.py flag sets the step
+    python bench/gpu_memory.py $(cat bench/gpu_recipe.flags)         # the step of docs/gpu.md's recipe
 
 Checks the claim (docs/gpu.md) that training fits a consumer GPU, without a download: the model has
 Qwen2.5-Coder-1.5B's shape (hidden 1536, 28 layers, 12 query / 2 KV heads, MLP 8960, vocab
@@ -99,7 +100,8 @@ def main():
                  ("after load, allocated", torch.cuda.memory_allocated() / GiB)]
     else:
         rows.append(("after load, RSS", rss_gib("VmRSS")))
-    policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
+    policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha,
+                                      gradient_checkpointing=args.gradient_checkpointing)
     optimizer = torch.optim.AdamW([p for n, p in policy.named_parameters() if "lora_" in n], lr=args.lr)
     if cuda:
         rows.append(("+ adapters, allocated", torch.cuda.memory_allocated() / GiB))

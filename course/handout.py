@@ -259,6 +259,7 @@ def build(src: Path, out: Path, n_jobs: int = 2, timeout: float = 300.0, force: 
             print(f"build FAILED ({len(problems)} problems, {elapsed:.1f} s): {out} not written")
             return 1
         if out.exists():
+            print(f"replacing the earlier {out} (--force)")
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staged), str(out))

@@ -3,7 +3,10 @@ reward). A reader of the training loop can skip this folder; one who wants the i
 judging reads it in this order.
 
 Our side of a run (the training process):
-    process.py          isolation modes, the uid lease, spawning the child, reading its reports, killing the rest
+    launch.py           one run from our side: the job, the spawn, the reports read until exit, the memory meter
+    process.py          isolation modes, the uid lease, the child's code, reading its reports, killing the rest
+    memory.py           the run's memory budget: the mechanism found by trying it, the watchdog, the host guard
+    cgroup.py           a cgroup per run (v2 or v1): its limits, OOM-kill count and peak, its removal
     judge.py            what each test is (value, statement, I/O) and its verdict, where the program cannot reach it
     checkers.py         each benchmark's own rule for an I/O test's output (checkers.use / checkers.strict)
     special_checker.py  a problem's own checker program, run in the sandbox as untrusted code
@@ -15,6 +18,7 @@ The child's side (compiled here once, shipped to every run on its stdin: process
     confine.py          the child's isolation: its own read-only root filesystem, capabilities and keyrings dropped
     io_tests.py         I/O tests, each in a fork of the warm runner
     judge_process.py    the judge process: statement tests, run where no program code ever ran
+    seccomp.py          without a cgroup: the filter refusing memfds, SysV shm, nested namespaces, mounts
 
 Nothing is imported here: the child builds these modules from code sent on its stdin, without this file.
 """

@@ -44,6 +44,7 @@ SECURE_ALL_BITS_AND_LOCKS = 0x3F | 0xC0  # noroot, no_setuid_fixup, keep_caps (e
 AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 1
 ISOLATED = ("root", "user")  # the modes with namespaces: the others run only with --unsafe-sandbox
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # a fresh private writable tmpfs each
+TMPFS_MB, TMPFS_INODES = 64, 4096  # each: `size=` bounds the data, `nr_inodes=` the files (~1 KiB of kernel memory each)
 # What a run sees of the host (read-only), besides our interpreter's own folders: the system's.
 # Our choice, as bubblewrap users do (--ro-bind /usr /usr ...): a list of what is needed, not a
 # list of what to hide -- a home, another checkout's data, a socket in /run or /var are simply absent.
@@ -112,10 +113,11 @@ def bind(fd, target):
 
 
 def tmpfs(path, writable, keeps=(), root=""):
-    """A fresh tmpfs at `path` (writable: a temp dir of 64 MiB; else empty and read-only once each of
+    """A fresh tmpfs at `path` (writable: a temp dir of TMPFS_MB and TMPFS_INODES files; else empty and read-only once each of
     `keeps`, (path, handle) pairs, is bound back under it at root + path)."""
     os.makedirs(path, exist_ok=True)
-    options = b"size=64m,mode=1777" if writable else b"size=64k,mode=755"
+    options = (b"size=%dm,nr_inodes=%d,mode=1777" % (TMPFS_MB, TMPFS_INODES) if writable
+               else b"size=64k,nr_inodes=1024,mode=755")
     libc("mount", b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, options)
     for keep, fd in keeps:
         bind(fd, root + keep)

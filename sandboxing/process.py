@@ -51,8 +51,8 @@ UNSHARE = [_unshare, "--pid", "--fork", "--kill-child", "--net", "--ipc"]
 UNSHARE_USER = [_unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
 SOURCES: set[str] = set()  # every file problems were read from in this process (problem.py adds them): hidden_files
 KILL = shutil.which("kill") or "/bin/kill"  # util-linux / procps kill(1): `kill -9 -1` as the run's uid (`uid` mode)
-CHILD_MODULES = ("sandboxing.child", "sandboxing.confine", "sandboxing.io_tests", "sandboxing.judge_process",
-                 "sandboxing.runner")  # import order
+CHILD_MODULES = ("sandboxing.child", "sandboxing.confine", "sandboxing.seccomp", "sandboxing.io_tests",
+                 "sandboxing.judge_process", "sandboxing.runner")  # import order
 
 
 def _compile_child():
@@ -165,13 +165,14 @@ def workdir(mode, uid):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def read_until_exit(proc, deadline, feed, limit):
+def read_until_exit(proc, deadline, feed, limit, watch=lambda: None, tick=0.05):
     """Feed each line the child writes to its stdout to `feed` until the child exits -> None, or
-    "deadline" / "limit" (more than `limit` bytes in all) when we stopped it first. Waits on a
-    pidfd, not on end-of-file: a grandchild may hold the pipe open forever."""
+    "deadline" / "limit" (more than `limit` bytes in all) / "memory" (`watch()`, called every `tick`
+    seconds, said why) when we stopped it first. Waits on a pidfd, not on end-of-file: a grandchild
+    may hold the pipe open forever."""
     fd, pidfd, pending, total = proc.stdout.fileno(), os.pidfd_open(proc.pid), bytearray(), 0
     os.set_blocking(fd, False)
-    watch = [fd, pidfd]
+    fds = [fd, pidfd]
 
     def take(chunk):
         nonlocal pending, total
@@ -189,20 +190,22 @@ def read_until_exit(proc, deadline, feed, limit):
             left = deadline - time.monotonic()
             if left <= 0:
                 return "deadline"
-            ready = select.select(watch, [], [], left)[0]
+            if watch():
+                return "memory"
+            ready = select.select(fds, [], [], min(left, tick))[0]
             while fd in ready:  # drain what is there
                 try:
                     chunk = os.read(fd, 1 << 20)
                 except BlockingIOError:
                     break
                 if not chunk:
-                    watch.remove(fd)
+                    fds.remove(fd)
                     break
                 if take(chunk):
                     return "limit"
             if pidfd in ready:  # exited: its last words, if any, are in the pipe already
                 with contextlib.suppress(BlockingIOError):
-                    while fd in watch and (chunk := os.read(fd, 1 << 20)):
+                    while fd in fds and (chunk := os.read(fd, 1 << 20)):
                         if take(chunk):
                             return "limit"
                 feed(bytes(pending))

@@ -49,13 +49,15 @@ from sandboxing.child import (FunctionType, as_data, describe, guarded, is_plain
                            plain, receive, redirect_stdio, send, set_limits, status_kib)
 from sandboxing.confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
 from sandboxing.io_tests import io_tests
+from sandboxing.seccomp import refuse
 from sandboxing.judge_process import start_judge
 
 TAMPERED = "the program modified the sandbox runner"
 
 
 def main(job):
-    for name in (__name__, "sandboxing.child", "sandboxing.confine", "sandboxing.io_tests", "sandboxing.judge_process"):
+    for name in (__name__, "sandboxing.child", "sandboxing.confine", "sandboxing.seccomp", "sandboxing.io_tests",
+                 "sandboxing.judge_process"):
         del sys.modules[name]  # out of the program's easy reach
     report_fd, token, runner_pid = os.dup(1), job["token"].encode(), os.getpid()
 
@@ -68,6 +70,7 @@ def main(job):
 
     # 1-3. The sandbox, before any of the program runs.
     try:
+        join_cgroups(job)
         if job["mode"] in ISOLATED:
             private_mounts(job)
             limit_namespaces(job)
@@ -78,6 +81,8 @@ def main(job):
         sys.path.extend(job["site_dirs"])  # -S left site-packages out: put them back (numpy)
         judge_link = start_judge(job, report_fd) if job["judge"] else None
         close(job["key_fd"])  # the judge's key: never read here
+        if job["seccomp"] and not job["inputs"]:  # I/O tests: each test's process installs it (io_tests.py)
+            refuse()
     except BaseException as e:
         report("sandbox_error", describe(e))
         _exit(1)
@@ -89,6 +94,15 @@ def main(job):
         function_tests(job, report, judge_link, clear_refs, runner_pid, keep)
     report("done")
     _exit(0)  # at once: threads the program left running must not delay or change anything
+
+
+def join_cgroups(job):
+    """Move this process into the run's cgroup(s) (sandboxing/cgroup.py): "0" written to each
+    hierarchy's cgroup.procs, opened by the parent (the kernel checks the opener's rights). First of
+    all, so every process of the run, and every page they touch, is the cgroup's."""
+    for fd in job["cgroup_fds"]:
+        write(fd, b"0")
+        close(fd)
 
 
 def measure(clear_refs, keep):

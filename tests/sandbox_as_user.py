@@ -5,12 +5,14 @@ runs this script there as that uid, with the system's python3 (standard library 
 file (argv[1]) {"cases": [[name, program, tests, kwargs], ...], "home": ..., "watch": [folders],
 "port": listener port or 0, "unix": a unix socket path to listen on or "", "keyring": a secret to put in
 a session keyring of this script's own or "", "unsafe": bool}; output on stdout: one JSON list, per case
-{name, verdict, tests, passed, detail, unsafe, changes, left, connections}:
+{name, verdict, tests, passed, detail, unsafe, changes, left, connections, baseline_mb, peak_mb,
+run_peak_mb}; "budget_mb" sets the runs' memory budget, "meter" names a cgroup v1 folder around this script:
     changes      the host files created, changed or removed under `watch` (the home, the sandbox's
                  own files, /tmp, /var/tmp, /dev/shm) while the case ran
     left         processes of this uid alive after the verdict, other than this script
     connections  connections that reached the listeners this script holds (127.0.0.1, the unix socket)
     keys         what changed in this script's session keyring (a key added, the secret gone)
+    baseline_mb  the meter's usage before the case (this script), peak_mb its peak during the case
 """
 import hashlib
 import json
@@ -71,6 +73,18 @@ def keyring_state():
     return search(b"core-sandbox-secret"), search(b"left-by-run")
 
 
+def gauge(folder, reset=False):
+    """MiB: the cgroup v1 meter around this script (`folder`, made by the test as root), its usage now
+    (`reset`: and its peak set back to it), else its peak since; None without one."""
+    if not folder:
+        return None
+    if reset:
+        with open(os.path.join(folder, "memory.max_usage_in_bytes"), "w") as f:
+            f.write("0")
+    with open(os.path.join(folder, "memory.usage_in_bytes" if reset else "memory.max_usage_in_bytes")) as f:
+        return int(f.read()) / 2**20
+
+
 def main():
     with open(sys.argv[1]) as f:
         job = json.load(f)
@@ -94,10 +108,14 @@ def main():
         keyctl(1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a session keyring of our own, as a login has
         secret = job["keyring"].encode()
         keyctl(b"user", b"core-sandbox-secret", secret, len(secret), -3, call="add_key")
+    if job.get("budget_mb"):
+        sandbox.memory.set_budget(job["budget_mb"])
     out = []
     for name, program, tests, kwargs in job["cases"]:
         before = snapshot(job["watch"])
+        baseline = gauge(job.get("meter"), reset=True)
         r = sandbox.run_program(program, tests, **kwargs)
+        peak = gauge(job.get("meter"))
         after = snapshot(job["watch"])
         changes = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
         connections = 0
@@ -112,7 +130,8 @@ def main():
         left = my_processes()
         out.append(dict(name=name, verdict=r.verdict, tests=list(r.tests), passed=r.passed, detail=r.detail,
                         unsafe=getattr(r, "unsafe", None), changes=changes + keys, left=left,
-                        connections=connections))
+                        connections=connections, baseline_mb=baseline, peak_mb=peak,
+                        run_peak_mb=getattr(r, "run_peak_mb", None)))
     print(json.dumps(out))
 
 

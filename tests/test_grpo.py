@@ -116,6 +116,7 @@ def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
     CPU time, the group's fastest used where the problem has a reference, NET not capped at 1."""
     import dataclasses
 
+    import reward
     import sandbox
     import train
 
@@ -128,12 +129,12 @@ def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
     ref = torch.tensor([float("nan"), 0.01])
     # problem 1: fastest passing ET 0.01 -> 1 + 0.5 * 0.01/0.01 = 1.5 and 1 + 0.5 * 0.01/0.02 = 1.25;
     # problem 2: failed 1/2 -> 0.5, no bonus; ET 0.04 vs reference 0.01 -> 1 + 0.5 * 0.25 = 1.125
-    assert train.rewards_of(results, (2, 1, 2), args, ref).flatten().tolist() == pytest.approx([1.5, 1.25, 0.5, 1.125])
+    assert reward.rewards_of(results, (2, 1, 2), args, ref).flatten().tolist() == pytest.approx([1.5, 1.25, 0.5, 1.125])
     # a program faster than its reference earns lambda, not more: ET 0.005 vs 0.01 -> 1 + 0.5
     fast = [results[0], results[1], results[2], R("passed", 2, (0.002, 0.003))]
-    assert train.rewards_of(fast, (2, 1, 2), args, ref).flatten()[3].item() == pytest.approx(1.5)
+    assert reward.rewards_of(fast, (2, 1, 2), args, ref).flatten()[3].item() == pytest.approx(1.5)
     args = train.get_args(["--reward", "all_pass"])
-    assert train.rewards_of(results, (2, 1, 2), args).flatten().tolist() == [1.0, 1.0, 0.0, 1.0]
+    assert reward.rewards_of(results, (2, 1, 2), args).flatten().tolist() == [1.0, 1.0, 0.0, 1.0]
 
 
 def test_docstring_example_three_token_clipped_loss():  # the worked example of grpo_loss's docstring

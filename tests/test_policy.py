@@ -5,10 +5,7 @@ import json
 import pytest
 import torch
 
-import checkpoint
-import coder
 import data
-import grpo
 import progress
 import rollout
 import sandbox
@@ -134,6 +131,7 @@ def test_num_iterations_reuses_the_sampling_log_probs(tiny_policy, tokenizer, mo
     """--num-iterations 2: both updates use the log-probs stored before the first one as pi_old, so
     the second update sees rho != 1. Catches: pi_old recomputed after the first update (rho would be
     1 again and clipping would never act), or old log-probs taken from another adapter."""
+    import grpo
     calls = []
     real = grpo.grpo_loss
 
@@ -153,6 +151,7 @@ def test_num_iterations_reuses_the_sampling_log_probs(tiny_policy, tokenizer, mo
 def test_init_copies_a_runs_adapters(tiny_policy, tokenizer, tmp_path):
     """train.py --init RUN: a fresh policy gets exactly the saved adapters. Catches: weights loaded
     under the wrong adapter name (silently ignored by peft), or the other role's file loaded."""
+    import checkpoint
     import models
     from conftest import tiny_base
 
@@ -207,6 +206,7 @@ def test_a_sandbox_that_judges_nothing_stops_the_run_at_a_checkpoint(tokenizer, 
     running train.py, the uid lease is gone...): one-line TrainingError naming the sandbox's own detail,
     a checkpoint at step 2 to --resume from, 2 metric lines. Catches: a run that goes on for hours with
     reward 0, learning nothing (this happened once: five runs side by side judged nothing for ten minutes)."""
+    import checkpoint
     from conftest import tiny_base
     import models
 
@@ -253,6 +253,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
     """Rewards [1, 0, 0, 0] -> non-zero LoRA gradient; [1, 1, 1, 1] -> no forward at all (beta = 0)
     and exactly zero loss. Catches: NaN from std = 0, or a tiny non-zero advantage from (r - mean)
     rounding that trains on noise."""
+    import grpo
     r = rollout.from_texts(tokenizer, [CHATS[0]] * 4, ["a", "b c", "d e f", "g"])
     args = train.get_args([])
     for rewards, expect_grad in (([1.0, 0.0, 0.0, 0.0], True), ([1.0] * 4, False)):
@@ -297,6 +298,23 @@ def test_micro_batches_and_masked_samples(tiny_policy, tokenizer, loss_type):  #
     assert masked == pytest.approx(removed, abs=1e-5) and masked != pytest.approx(full_loss, abs=1e-3)
 
 
+@pytest.mark.parametrize("loss_type, w0, w2", [("token", 1 / 5, 1 / 5), ("grpo", 1 / 6, 1 / 4), ("dr_grpo", 1 / 32, 1 / 32)])
+def test_an_empty_completion_stays_out_of_the_normaliser(tiny_policy, tokenizer, monkeypatch, loss_type, w0, w2):
+    """One group of 3 completions, the middle one empty (Rollout.valid False): 'a b' + EOS (3 tokens), '' + EOS
+    (1 token), 'c' + EOS (2 tokens). By hand, the weights grpo_loss gets: token: 1 / (3 + 2) on each of rows
+    0 and 2; grpo: 1 / (3 * 2) and 1 / (2 * 2) (2 sequences); dr_grpo: 1 / (2 * 16). Catches: the empty
+    completion's EOS counted in the normaliser (update.py's mask without `* valid`: 1/6, 1/9 and 1/6, 1/48)."""
+    import grpo
+    r = rollout.from_texts(tokenizer, [CHATS[0]] * 3, ["a b", "", "c"])
+    assert r.mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]] and r.valid.tolist() == [True, False, True]
+    seen = []
+    real = grpo.grpo_loss
+    monkeypatch.setattr(grpo, "grpo_loss", lambda logp, old, ref, adv, w, *a: seen.append(w.clone()) or real(logp, old, ref, adv, w, *a))
+    args = train.get_args(["--loss-type", loss_type, "--micro-batch", "8"])
+    update.policy_update(tiny_policy, "coder", r, torch.tensor([1.0, 0.0, -1.0]), r.valid, 16, args, progress.Clock("cpu"))
+    assert len(seen) == 1 and seen[0].flatten().tolist() == pytest.approx([w0] * 3 + [w2, w2, 0.0], rel=1e-6)
+
+
 def test_memory_rss_flat_over_30_steps(tiny_policy, tokenizer, monkeypatch):  # docs/algorithm.md#memory-grows-step-after-step
     """RSS after step 5 and after step 30 within 5%. Catches: metrics kept as tensors (each holds its
     graph), a list of losses with grad, rollouts appended to a history."""
@@ -331,6 +349,53 @@ def test_generation_under_gradient_checkpointing_uses_kv_cache(tiny_policy, toke
         handle.remove()
     assert r.prompt_len > 1 and widths[0] == r.prompt_len and widths[1:] == [1] * (len(widths) - 1)
     assert len(widths) >= 2 and tiny_policy.training  # sampling restores train mode
+
+
+def test_gradient_checkpointing_flag_recomputes_in_training_and_sampling_keeps_the_cache(tokenizer, monkeypatch, tmp_path):
+    """--gradient-checkpointing through train.load_policy (the tiny Qwen2 as the base): the loss pass scores row by
+    row (the shared-prompt pass needs the cache the checkpointed layers drop), each decoder layer runs twice per
+    micro-batch (forward, then recomputed in the backward: 4 calls for 2 micro-batches; 2 without the flag), the
+    LoRA gradients equal those without the flag (1e-6), and the sampler still uses the KV cache (every forward
+    after the prompt sees one new token). Catches: the flag not reaching the model, checkpointing that changes
+    the gradients, the sampler losing its cache under checkpointing (known GRPO bug: generation without it)."""
+    import checkpoint
+    from conftest import tiny_base
+    import models
+
+    monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
+    r = rollout.from_texts(tokenizer, [CHATS[0], CHATS[0], CHATS[1], CHATS[1]], ["a b", "c", "d e f", "g"])
+    r.n = 2
+    grads, calls = {}, {}
+    for on in (True, False):
+        args = train.get_args(["--lora-r", "4", "--lora-alpha", "8", "--micro-batch", "2", "--no-shared-prompt"]
+                              + (["--gradient-checkpointing"] if on else []))
+        run = train.Run(args, 0, 1, "cpu", "none", tmp_path, None, checkpoint.fresh_state())
+        train.load_policy(run)
+        policy = run.policy
+        for n, p in policy.named_parameters():  # B != 0, the same in both policies
+            if "lora_B" in n:
+                p.data = torch.full_like(p, 0.01)
+        policy.train()
+        policy.set_adapter("coder")
+        assert isinstance(update.scorer(policy, r, train.get_args(["--gradient-checkpointing"] if on else [])),
+                          update.RowByRow if on else shared_prompt.SharedPrompt)
+        layer = policy.base_model.model.model.layers[0].self_attn
+        calls[on] = 0
+        handle = layer.register_forward_hook(lambda *_: calls.__setitem__(on, calls[on] + 1))
+        update.policy_update(policy, "coder", r, torch.tensor([1.0, -1.0, 0.5, -0.5]), r.valid, 16, args,
+                             progress.Clock("cpu"))
+        handle.remove()
+        grads[on] = {n: p.grad for n, p in policy.named_parameters() if p.grad is not None}
+        if on:
+            widths = []
+            handle = policy.get_input_embeddings().register_forward_hook(lambda mod, inp, out: widths.append(inp[0].shape[1]))
+            s = rollout.sample(policy, tokenizer, CHATS[:1], 1, 5, temperature=0)
+            handle.remove()
+            assert widths[0] == s.prompt_len and widths[1:] == [1] * (len(widths) - 1) and len(widths) >= 2
+            assert policy.training  # sampling restores train mode
+    assert calls == {True: 4, False: 2}
+    assert grads[True] and grads[True].keys() == grads[False].keys()
+    assert all(torch.allclose(grads[True][n], grads[False][n], atol=1e-6) for n in grads[True])
 
 
 def test_sample_uses_kv_cache(tiny_policy, tokenizer, monkeypatch):  # docs/algorithm.md#generation-runs-without-the-kv-cache
@@ -371,6 +436,7 @@ def test_sft_loss_equals_transformers_cross_entropy(tiny_policy, tokenizer):
     """sft.train's logged loss (lr 0) equals the mean cross-entropy transformers computes with labels
     = the target tokens + EOS (-100 on the prompt). Catches: the target shifted by one, the prompt
     counted in the loss, the EOS left out of the target."""
+    import coder
     import io
     import random
 
@@ -400,6 +466,7 @@ def test_sft_step_is_one_sgd_step_on_the_cross_entropy(tiny_policy, tokenizer):
     -100 on the prompt); a stale gradient left in .grad (7.0 everywhere) must not leak in; lr is set
     back to --lr after. Catches: no optimizer.zero_grad (the stale 7.0 is added), a summed instead of
     a token-mean loss (a step ~T times too big), the loss sign flipped (a step up the loss)."""
+    import coder
     import random
 
     import sft

@@ -128,7 +128,7 @@ def test_ast_and_dataflow_match_on_hand_made_pairs():
 
 
 def tiny_args(**kw):
-    args = flags.get_args(["--algo", "ppo", "--num-plans", "1", "--codes-per-plan", "2", "--max-code-tokens", "24",
+    args = flags.get_args(["--algo", "ppo", "--num-plans", "1", "--codes-per-plan", "2", "--max-code-tokens", "12",
                            "--workers", "1", "--lr", "1e-3"])
     for k, v in kw.items():
         setattr(args, k, v)
@@ -200,3 +200,28 @@ def test_algo_grpo_reproduces_the_numbers_of_grpo_before_the_arms(tmp_path):
                                                        -1.5780329704284668e-05, 0.0638042688369751], rel=1e-5, abs=1e-9)
     assert [m["grad_norm"] for m in rows[2:]] == pytest.approx([0.3979502320289612, 0.428281307220459], rel=1e-5)
     assert [(m["reward"], m["pass_all"]) for m in rows[2:]] == [(0.5, 0.375), (0.5, 0.375)]
+
+
+def test_algo_ppo_trains_through_train_py(tmp_path):
+    """`--algo ppo` through train.main (tests/tiny_train.py: the tiny Qwen2, fixed verdicts): cold-start SFT
+    of the Coder alone, two PPO steps, a KL of exactly 0 at the first (the reference is the Coder after
+    SFT), beta after it from their controller (KL 0 -> error -0.2 over 8 programs: 0.05 (1 - 0.2 * 8 / 10000)),
+    the critic and the frozen reference in the checkpoint and the reference unchanged by training."""
+    p = subprocess.run([sys.executable, "tests/tiny_train.py", "--algo", "ppo", *TINY, "--out", str(tmp_path / "p")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [json.loads(x) for x in (tmp_path / "p" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["role"] for m in rows if m["phase"] == "sft"] == ["coder"]
+    steps = [m for m in rows if m["phase"] == "grpo"]
+    assert steps[0]["kl"] == 0.0 and steps[0]["kl_coef"] == 0.05
+    assert steps[1]["kl_coef"] == pytest.approx(0.05 * (1 - 0.2 * 8 / 10000), rel=1e-12)
+    assert all(m["skipped_updates"] == 0 and m["loss"] == m["loss"] for m in steps)
+    ckpt = tmp_path / "p" / "checkpoints" / "step-000002"
+    critic = torch.load(ckpt / "critic.pt", weights_only=True)
+    assert int(critic["steps"]) == 2 and critic["head.weight"].abs().sum() > 0
+    from safetensors.torch import load_file
+    sft = load_file(tmp_path / "p" / "checkpoints" / "sft-1" / "adapters" / "coder" / "adapter_model.safetensors")
+    ref = load_file(ckpt / "adapters" / ppo.REF / "adapter_model.safetensors")
+    now = load_file(ckpt / "adapters" / "coder" / "adapter_model.safetensors")
+    assert sft.keys() == ref.keys() and all(torch.equal(sft[k], ref[k]) for k in sft)
+    assert any(not torch.equal(sft[k], now[k]) for k in sft)

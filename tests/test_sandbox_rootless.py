@@ -21,6 +21,8 @@ import pytest
 import sandbox
 import test_sandbox_adversarial as adversarial
 import test_sandbox_forgery as forgery
+import test_sandbox_memory as memory_tests
+from sandboxing import cgroup, memory
 
 SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
 UID = 61234  # an unprivileged uid of the tests' own, outside sandbox.UID_BASE's range and not an account
@@ -62,18 +64,30 @@ class User:
             os.chmod(folder, 0o755)
         os.chmod(self.answers, 0o644)
 
-    def run(self, cases, port=0, unsafe=False, env=None, timeout=600, listen=False):
+    def run(self, cases, port=0, unsafe=False, env=None, timeout=600, listen=False, budget_mb=None, meter=False):
         """tests/sandbox_as_user.py as this uid -> its per-case results (`listen`: it also holds a
-        unix socket at self.socket and a secret in a session keyring of its own)."""
+        unix socket at self.socket and a secret in a session keyring of its own; `budget_mb`: the runs'
+        memory budget; `meter`: the script runs in an unlimited cgroup whose peak it reports per case)."""
         job = os.path.join(self.copy, "job.json")
+        gauge = cgroup.create(memory.hierarchy(), None) if meter else None
+        fds = gauge.open_procs() if gauge else []
+        if gauge:  # the script resets the peak before each case: that file is the uid's to write
+            os.chown(os.path.join(gauge.memory, "memory.max_usage_in_bytes"), self.uid, self.uid)
         with open(job, "w") as f:
             json.dump({"cases": cases, "watch": [self.home, self.copy, self.other, "/tmp", "/var/tmp", "/dev/shm"],
                        "port": port, "unsafe": unsafe, "unix": self.socket if listen else "",
-                       "keyring": "hunter2" if listen else ""}, f)
+                       "keyring": "hunter2" if listen else "", "budget_mb": budget_mb,
+                       "meter": gauge.memory if gauge else ""}, f)
         os.chown(job, self.uid, self.uid)
-        done = subprocess.run([SYSTEM_PYTHON, "-I", os.path.join(self.copy, "sandbox_as_user.py"), job],
-                              user=self.uid, group=self.uid, extra_groups=[], cwd=self.copy, capture_output=True,
-                              text=True, timeout=timeout, env={"HOME": self.home, "PATH": "/usr/bin:/bin", **(env or {})})
+        try:
+            done = subprocess.run([SYSTEM_PYTHON, "-I", os.path.join(self.copy, "sandbox_as_user.py"), job],
+                                  user=self.uid, group=self.uid, extra_groups=[], cwd=self.copy, capture_output=True,
+                                  text=True, timeout=timeout, pass_fds=fds,
+                                  preexec_fn=(lambda: [os.write(fd, b"0") for fd in fds]) if fds else None,
+                                  env={"HOME": self.home, "PATH": "/usr/bin:/bin", **(env or {})})
+        finally:
+            if gauge:
+                gauge.close()
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout)
 
@@ -250,10 +264,30 @@ def test_check_lists_every_guarantee_as_an_ordinary_user(user):
     done = user.command("sandbox.py", "--check")
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and lines[0] == "sandbox: user namespace (not root)", done.stdout + done.stderr
-    assert [line.split()[0] for line in lines[1:]] == ["uid", "pid", "network", "filesystem", "home", "answers",
-                                                        "capabilities", "rlimits"]
-    assert all(" yes " in line for line in lines[1:]), done.stdout
+    assert [line.split()[0] for line in lines[1:-1]] == ["uid", "pid", "network", "filesystem", "home", "answers",
+                                                          "capabilities", "rlimits"]
+    assert all(" yes " in line for line in lines[1:-1]), done.stdout
     assert f"not in the run's filesystem: {user.home}" in done.stdout
+    assert " 16 processes" in lines[-2]  # without a cgroup: a lower RLIMIT_NPROC
+    assert lines[-1].startswith("memory: seccomp + rlimits + watchdog, aim 2048 MiB per run, best effort, worst case "
+                                "18.1 GiB (no cgroup: "), lines[-1]
+
+
+@pytest.mark.skipif(not memory_tests.CGROUP_V1, reason="measures the user's runs with a cgroup v1 meter")
+def test_memory_budget_as_an_ordinary_user(user):
+    """The ordinary user's mechanism (no cgroup can be made: seccomp + rlimits + watchdog), as the uid:
+    each hostile channel gets the verdict it gets as root without a cgroup, and the true peak of the
+    user's whole process (an unlimited cgroup around it, reset before each case; the script's own
+    ~20 MiB included) stays within budget + WATCHDOG_SLACK + that baseline; the honest programs pass."""
+    honest = {n: p for n, p in memory_tests.HONEST.items() if n != "numpy"}  # the system python3 has none
+    cases = [[name, program, ["assert f() == 'done'"], {"timeout_s": 5.0, "memory_mb": 256}]
+             for name, program in memory_tests.PROGRAMS.items()]
+    cases += [[name, program, [test], {"timeout_s": 5.0}] for name, (program, test) in honest.items()]
+    out = user.run(cases, budget_mb=memory_tests.BUDGET, meter=True)
+    got = {c["name"]: c["verdict"] for c in out}
+    assert got == {**memory_tests.EXPECTED["watchdog"], **{n: "passed" for n in honest}}, [c["detail"] for c in out]
+    for c in out:
+        assert c["peak_mb"] - c["baseline_mb"] <= memory_tests.BUDGET + memory_tests.WATCHDOG_SLACK, (c["name"], c["detail"], c["peak_mb"], c["baseline_mb"], c["run_peak_mb"])
 
 
 def test_without_namespaces_an_ordinary_user_is_refused_unless_unsafe(user):

@@ -1,0 +1,115 @@
+"""The child's seccomp filter (no cgroup for the run): the system calls that make memory an address
+space limit cannot see, refused before a byte of the program runs.
+
+Where the run has no memory cgroup (an ordinary user: sandboxing/memory.py), RLIMIT_AS bounds what
+each process maps, and the parent's watchdog sums what the run's processes hold and what its tmpfs
+mounts store. What neither sees is memory held by a file that no process maps, or by the kernel on the
+program's behalf. Those channels, each closed here by refusing the call that opens it:
+
+    memfd_create                anonymous files: pages held by an fd, in no RSS (1.5 GiB seen at 6 MB RSS)
+    shmget, msgget              SysV shared memory and message queues (the run's IPC namespace holds them)
+    io_uring_*, userfaultfd     kernel-side buffers and pinned pages; no honest test needs them
+    unshare, clone, setns with  a nested user + mount namespace, where the program mounts a tmpfs of its
+      a namespace flag; mount,    own that no watchdog looks into
+      umount2, pivot_root, the
+      new mount API
+    clone3                      its flags lie in memory a filter cannot read: refused as ENOSYS, so the C
+                                library falls back to clone (glibc does), whose flags we check
+    setsockopt SO_SNDBUF /      socket buffers stay at the kernel's default size
+      SO_RCVBUF (and FORCE)
+    bpf                         maps of kernel memory
+    any other ABI (i386 via     the numbers above are the native ABI's: a 32-bit call is refused whole
+      int 0x80, x32)
+
+Refused calls fail with EPERM (ENOSYS where a fallback exists: memfd, clone3, io_uring, SysV), so a
+program that merely tries them gets an OSError it may handle. The filter is classic BPF over struct
+seccomp_data (linux/seccomp.h: nr at 0, arch at 4, args at 16 + 8 i), built here by hand and installed
+with prctl(PR_SET_SECCOMP) after PR_SET_NO_NEW_PRIVS (no privilege needed); every process the
+program starts inherits it, and no process can remove it. Only the child's cheap stdlib is used: the
+filter's address is the bytes object's own buffer (CPython: id() + the header's size), not ctypes'.
+"""
+import os
+import struct
+
+from sandboxing.child import libc
+
+EPERM, ENOSYS = 1, 38
+RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
+LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+X32_BIT = 0x40000000
+NAMESPACE_FLAGS = 0x7E020080  # CLONE_NEW{NS, CGROUP, UTS, IPC, USER, PID, NET} | CLONE_NEWTIME
+SOL_SOCKET, BUFFER_OPTIONS = 1, (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
+
+# Per machine: (AUDIT_ARCH_*, {call: number}) from the kernel's syscall tables
+# (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h for aarch64).
+CALLS = {
+    "x86_64": (0xC000003E, dict(memfd_create=319, shmget=29, msgget=68, io_uring_setup=425, io_uring_enter=426,
+                                io_uring_register=427, userfaultfd=323, mount=165, umount2=166, pivot_root=155,
+                                open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
+                                mount_setattr=442, setns=308, bpf=321, clone3=435, unshare=272, clone=56,
+                                setsockopt=54)),
+    "aarch64": (0xC00000B7, dict(memfd_create=279, shmget=194, msgget=186, io_uring_setup=425, io_uring_enter=426,
+                                 io_uring_register=427, userfaultfd=282, mount=40, umount2=39, pivot_root=41,
+                                 open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
+                                 mount_setattr=442, setns=268, bpf=280, clone3=435, unshare=97, clone=220,
+                                 setsockopt=208)),
+}
+WITH_FALLBACK = ("memfd_create", "shmget", "msgget", "io_uring_setup", "io_uring_enter", "io_uring_register",
+                 "userfaultfd", "clone3")  # refused as ENOSYS: "not here", which callers fall back from
+
+
+def program(machine):
+    """The filter for `machine` (os.uname().machine) as bytes of struct sock_filter {u16 code; u8 jt;
+    u8 jf; u32 k}; None for a machine we have no table for (the watchdog alone then)."""
+    if machine not in CALLS:
+        return None
+    arch, nr = CALLS[machine]
+    code = []  # (op, jt, jf, k); a jump's jt / jf is a label, resolved below
+
+    def op(kind, k, jt=0, jf=0):
+        code.append([kind, jt, jf, k])
+
+    refused = [name for name in nr if name not in ("unshare", "clone", "setsockopt")]
+    op(LD_ABS, 4)  # arch
+    op(JEQ, arch, 1, 0)
+    op(RET, RET_ERRNO | ENOSYS)  # another ABI
+    op(LD_ABS, 0)  # nr
+    op(JGE, X32_BIT, 0, 1)
+    op(RET, RET_ERRNO | ENOSYS)  # x32
+    for name in refused:
+        op(JEQ, nr[name], 0, 1)
+        op(RET, RET_ERRNO | (ENOSYS if name in WITH_FALLBACK else EPERM))
+    op(JEQ, nr["unshare"], "flags", 0)
+    op(JEQ, nr["clone"], "flags", 0)
+    op(JEQ, nr["setsockopt"], "sockopt", 0)
+    op(RET, RET_ALLOW)
+    labels = {"flags": len(code)}
+    op(LD_ABS, 16)  # args[0], its low 32 bits (little-endian): the flags of unshare and clone
+    op(JSET, NAMESPACE_FLAGS, 0, 1)
+    op(RET, RET_ERRNO | EPERM)
+    op(RET, RET_ALLOW)
+    labels["sockopt"] = len(code)
+    op(LD_ABS, 24)  # args[1]: level
+    op(JEQ, SOL_SOCKET, 0, 2 * len(BUFFER_OPTIONS) + 1)
+    op(LD_ABS, 32)  # args[2]: the option
+    for option in BUFFER_OPTIONS:
+        op(JEQ, option, 0, 1)
+        op(RET, RET_ERRNO | EPERM)
+    op(RET, RET_ALLOW)
+    for i, ins in enumerate(code):
+        for j in (1, 2):
+            if isinstance(ins[j], str):
+                ins[j] = labels[ins[j]] - i - 1
+    return b"".join(struct.pack("<HBBI", *ins) for ins in code)
+
+
+def refuse():
+    """Install the filter in this process (after PR_SET_NO_NEW_PRIVS); raises OSError if the kernel
+    refuses it. No-op on a machine without a table."""
+    code = program(os.uname().machine)
+    if code is None:
+        return
+    address = id(code) + bytes.__basicsize__ - 1  # CPython: a bytes object's data follows its header
+    fprog = struct.pack("<H6xQ", len(code) // 8, address)  # struct sock_fprog {u16 len; sock_filter *filter}
+    libc("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0)

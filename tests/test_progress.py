@@ -1,0 +1,54 @@
+"""The run's stage bars and ETA (progress.py): the guess, its correction by timed steps, bars that never nest."""
+import pytest
+from tqdm import tqdm
+
+import progress
+import train
+
+
+def test_evaluations_counts_train_pys_evaluations():
+    """train.maybe_eval runs at step 0, every --eval-every steps and after the last: 8 steps every 10 -> 0, 8;
+    20 every 10 -> 0, 10, 20; 25 every 10 -> 0, 10, 20, 25; SFT only -> 0."""
+    assert [progress.evaluations(s, e) for s, e in ((8, 10), (20, 10), (25, 10), (0, 10), (5, 0))] == [2, 3, 4, 1, 2]
+
+
+def test_eta_from_the_guess_then_from_timed_steps(monkeypatch):
+    """Guesses 10 s (load) + 2 x 5 s (SFT) + 3 x 20 s (GRPO) = 80 s; once load took 20 s (2x the guess) the
+    untimed stages count double: 2 x 10 + 3 x 40 = 140 s; once one SFT step took 4 s, SFT's last step is 4 s:
+    4 + 3 x 20 x (20 + 4) / (10 + 5) = 100 s."""
+    monkeypatch.setattr(progress, "RUN", None)
+    run = progress.Run([("load", 1, 10.0), ("sft coder", 2, 5.0), ("eval", 0, 1.0), ("grpo", 3, 20.0)], show=False)
+    assert run.eta_s() == pytest.approx(80.0)
+    run.record("load", 20.0)
+    assert run.eta_s() == pytest.approx(140.0)
+    run.record("sft coder", 4.0)
+    assert run.eta_s() == pytest.approx(4.0 + 3 * 20.0 * 24.0 / 15.0)
+    assert progress.Run([("load", 1, None)], show=False).eta_s() is None  # no guess, nothing timed
+
+
+def test_plan_line_of_make_train():
+    """The defaults: load, SFT of the Planner and the Coder (20 steps each), 8 GRPO steps, no evaluation."""
+    args = train.get_args([])
+    run = progress.start(args, "cpu", 0, show=False)
+    c = progress.COSTS
+    assert [(n, st["units"]) for n, st in run.stages.items() if st["units"]] == [
+        ("load", 1), ("sft planner", 20), ("sft coder", 20), ("grpo", 8)]
+    assert run.eta_s() == pytest.approx(c["load"] + 20 * c["sft planner"] + 20 * c["sft coder"] + 8 * c["grpo"])
+    assert run.plan_line().startswith("will run: load ~0:")
+    assert progress.start(train.get_args(["--model", "Qwen2.5-Coder-1.5B"]), "cuda", 0, show=False).eta_s() is None
+
+
+def test_a_paused_bar_closes_and_the_next_step_opens_a_new_one(monkeypatch):
+    """An evaluation inside step 2 (progress.pause): the GRPO bar is closed while it runs, so its bar is the
+    only one open (position 0, not drawn inside the GRPO bar), and step 3 opens a new GRPO bar at 2/3."""
+    run = progress.Run([("load", 1, 1.0), ("grpo", 3, 1.0)], show=False)
+    monkeypatch.setattr(progress, "RUN", run)
+    seen = []
+    for step in progress.bar(range(1, 4), "grpo", total=3):
+        seen.append((step, run.open.n if run.open else None))
+        if step == 2:
+            progress.pause()
+            with tqdm(total=1, desc="eval") as inner:
+                seen.append(("eval open bars", len([b for b in tqdm._instances if not b.disable]), inner.pos))
+    assert seen == [(1, 0), (2, 1), ("eval open bars", 1, 0), (3, 2)]
+    assert run.open is None and run.stages["grpo"]["done"] == 3
