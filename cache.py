@@ -14,7 +14,8 @@ from pathlib import Path
 
 # eval.py's flags that change a result (the base model, sampling, budgets, sandbox, checker)
 FLAGS = ("model", "n", "ks", "temperature", "seed", "max_plan_tokens", "max_code_tokens", "max_retrieval_tokens",
-         "debug_rounds", "collab_rounds", "collab_tokens", "sandbox_timeout", "checker", "dtype", "quant")
+         "debug_rounds", "collab_rounds", "collab_tokens", "sandbox_timeout", "sandbox_memory", "checker", "dtype",
+         "quant")
 
 
 def adapters_digest(run_dir) -> str:

@@ -124,7 +124,7 @@ def test_paper_table_order_paired_test_and_steps(tmp_path):
 
 def test_make_paper_small_mode_end_to_end(tmp_path):
     """`make paper PAPER_SMALL=1` on the tiny model (tests/tiny_model.py) and an MBPP file in its own schema:
-    decontamination, SFT, the arms train.py offers, every system on four 2-problem sets, the table; then a
+    decontamination, SFT, the arms train.py offers, every system on two 2-problem sets, the table; then a
     rerun reads every (system, benchmark) result from the cache and trains nothing."""
     rows = [{"task_id": i, "text": f"Write a function to add {i} to a number.", "code": f"def add_{i}(x):\n    return x + {i}",
              "test_list": [f"assert add_{i}(1) == {1 + i}", f"assert add_{i}(0) == {i}"], "test_setup_code": "",
@@ -132,21 +132,22 @@ def test_make_paper_small_mode_end_to_end(tmp_path):
     mbpp = tmp_path / "mbpp.jsonl"
     mbpp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tiny = f"{sys.executable} tests/tiny_model.py"
-    cmd = ["make", "-s", "paper", "PAPER_SMALL=1", f"PAPER={tmp_path / 'paper'}", f"MBPP={mbpp}",
+    sets = f"PAPER_SETS=mbpp:{mbpp}@test#2,val#2"  # two of the small mode's four sets: half the evaluation
+    cmd = ["make", "-s", "paper", "PAPER_SMALL=1", sets, f"PAPER={tmp_path / 'paper'}", f"MBPP={mbpp}",
            f"PY={sys.executable}", f"TRAIN={tiny} train.py", f"EVAL={tiny} eval.py", "VENV=" + str(tmp_path / "venv")]
     (tmp_path / "venv").mkdir()
     (tmp_path / "venv" / ".installed").touch()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)  # a hang guard
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     table = (tmp_path / "paper" / "table.md").read_text()
     assert "**0 near-duplicate pairs**" in table and "mbpp@test#2" in table
     for name in ("base model, direct", "SFT", "single-agent GRPO", "MapCoder", "CoRe-Code"):
         assert f"| {name} | " in table
     res = json.loads((tmp_path / "paper" / "compare" / "results.json").read_text())
-    assert len(res["results"]) == 4 and all(len(r["base direct"]["problems"]) == 2 for r in res["results"].values())
+    assert len(res["results"]) == 2 and all(len(r["base direct"]["problems"]) == 2 for r in res["results"].values())
     assert len(res["results"]["val#2"]["base mapcoder"]["problems"]) == 1  # the multi-call subset
     steps = (tmp_path / "paper" / "core" / "metrics.jsonl").read_text()
-    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
     assert again.returncode == 0 and (tmp_path / "paper" / "core" / "metrics.jsonl").read_text() == steps
-    assert again.stdout.count(" cached (") == 4 * len(res["systems"])
+    assert again.stdout.count(" cached (") == 2 * len(res["systems"])
