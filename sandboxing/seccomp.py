@@ -9,6 +9,9 @@ program's behalf. Those channels, each closed here by refusing the call that ope
     memfd_create                anonymous files: pages held by an fd, in no RSS (1.5 GiB seen at 6 MB RSS)
     shmget, msgget              SysV shared memory and message queues (the run's IPC namespace holds them)
     io_uring_*, userfaultfd     kernel-side buffers and pinned pages; no honest test needs them
+    vmsplice                    a pipe slot pins the whole page it maps: 4 KiB of each transparent huge
+                                page spliced, then unmapped, holds 2 MiB in no process's Pss (512 MiB
+                                seen at a 128 MiB budget); splice (file pages, one per slot) stays
     unshare, clone, setns with  a nested user + mount namespace, where the program mounts a tmpfs of its
       a namespace flag; mount,    own that no watchdog looks into
       umount2, pivot_root, the
@@ -47,12 +50,12 @@ CALLS = {
     "x86_64": (0xC000003E, dict(memfd_create=319, shmget=29, msgget=68, io_uring_setup=425, io_uring_enter=426,
                                 io_uring_register=427, userfaultfd=323, mount=165, umount2=166, pivot_root=155,
                                 open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
-                                mount_setattr=442, setns=308, bpf=321, clone3=435, unshare=272, clone=56,
+                                mount_setattr=442, setns=308, bpf=321, vmsplice=278, clone3=435, unshare=272, clone=56,
                                 setsockopt=54)),
     "aarch64": (0xC00000B7, dict(memfd_create=279, shmget=194, msgget=186, io_uring_setup=425, io_uring_enter=426,
                                  io_uring_register=427, userfaultfd=282, mount=40, umount2=39, pivot_root=41,
                                  open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
-                                 mount_setattr=442, setns=268, bpf=280, clone3=435, unshare=97, clone=220,
+                                 mount_setattr=442, setns=268, bpf=280, vmsplice=75, clone3=435, unshare=97, clone=220,
                                  setsockopt=208)),
 }
 WITH_FALLBACK = ("memfd_create", "shmget", "msgget", "io_uring_setup", "io_uring_enter", "io_uring_register",
