@@ -26,14 +26,18 @@ What we changed and why (each our choice): the understanding is asked once per p
 it again every round, unused); the scoring reply is a flat JSON of numbers without their reasoning
 strings (a small model's token budget; the decision never reads them), and their nested form is read too;
 every model call is counted (their counter misses the strategy and revision calls); prompts are theirs,
-shortened for a 135M model's context. Which LoRA adapter answers which call (`eval.py`): plan and
+shortened for a 135M model's context. Which LoRA adapter answers which call (`programs`): plan and
 plan-revision calls the Planner's, code and code-revision calls the Coder's, the rest the base model.
 """
 import json
 import re
 
+from tqdm import tqdm
+
 import coder
 import debugger
+import roles
+import sandbox
 
 WEIGHTS = {"plan": 0.3, "code": 0.4, "content": 0.3}  # their trust_weights
 ANALYSES = tuple(WEIGHTS)
@@ -252,3 +256,48 @@ def solve(problems, generate, run, rounds: int = 2, timeout_s: float = 4.0) -> t
         best = max(range(len(s["tried"])), key=lambda k: (s["tried"][k][0], -k))  # ties: the earliest
         programs.append(s["tried"][best][1])
     return programs, {**counts, "calls": calls, "rounds": used_rounds, "passed_visible": [s["done"] for s in st]}
+
+
+def programs(sample, problems, args, costs: list | None = None) -> tuple[list, dict]:
+    """eval.generate_programs for mode 'collab' (solve): --n runs of CollabCoder per problem, --batch-size
+    problems in lock-step. Plan calls answer with the Planner's adapter, code calls with the Coder's (when
+    the run trained them), every other call with the base model; budgets --max-plan-tokens,
+    --max-code-tokens, --collab-tokens (twice that for the scoring JSON). Stats add calls_per_problem (every model call) and fallback_rate
+    (the share of decisions that fell back to 'update code only': a tie or a reply that did not parse).
+    costs: as generate_programs', with the tokens of a problem None (a call serves the problems still in
+    play together); stats then add tokens_per_problem (every call's generated tokens / problems).
+    sample(role, chats, n, max_tokens, temperature, stop) -> rollout.Rollout: eval.sample_as bound to the
+    model and the run's adapters (role None: the base model)."""
+    tokens = {"planner": [], "coder": []}
+
+    def generate(stage, chats):
+        role = ROLE_OF.get(stage)  # planner, coder or None (the base model)
+        budget = roles.max_tokens(args, role) if role else args.collab_tokens * (2 if stage == "scoring" else 1)
+        r = sample(role, chats, 1, budget, args.temperature, coder.STOP if role == "coder" else None)
+        if role:
+            tokens[role] += r.mask.sum(1).tolist()
+        generated[0] += int(r.mask.sum())
+        return r.texts
+
+    run = lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None))  # noqa: E731
+    out, calls, counts = [[] for _ in problems], [], {"decisions": 0, "fallbacks": 0, "plan_updates": 0}
+    per_problem, generated = [0] * len(problems), [0]  # model calls of each problem; tokens of every call
+    for _ in range(args.n):
+        for s in tqdm(range(0, len(problems), args.batch_size), desc="collab", dynamic_ncols=True):
+            progs, st = solve(problems[s:s + args.batch_size], generate, run, args.collab_rounds,
+                                     getattr(args, "sandbox_timeout", 4.0))
+            for i, prog in enumerate(progs):
+                out[s + i].append(prog)
+            calls += st["calls"]
+            for i, c in enumerate(st["calls"]):
+                per_problem[s + i] += c
+            for k in counts:
+                counts[k] += st[k]
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    if costs is not None:
+        costs += [(c, None) for c in per_problem]
+    return out, {**({"tokens_per_problem": generated[0] / len(problems)} if costs is not None and problems else {}),
+                 "plan_tokens": mean(tokens["planner"]), "code_tokens": mean(tokens["coder"]), "truncated_codes": None,
+                 "calls_per_problem": mean(calls), "decisions": counts["decisions"],
+                 "plan_updates": counts["plan_updates"],
+                 "fallback_rate": counts["fallbacks"] / counts["decisions"] if counts["decisions"] else None}

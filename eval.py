@@ -25,6 +25,7 @@ import random
 import sys
 import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -68,6 +69,19 @@ def base_modes(run_modes: list) -> list:
     return [m for m in MODES if m in ("direct", "plan") or m in run_modes]
 
 
+def sample_as(model, tok, adapters: dict | None, role: str | None, chats: list, n: int, max_tokens: int,
+              temperature: float, stop: str | None) -> rollout.Rollout:
+    """n completions per chat (rollout.sample) from the role's LoRA adapter when the run trained that role
+    (adapters: {role: adapter name}), else from the base model with every adapter off (role None: the base)."""
+    peft = sys.modules.get("peft")  # a PeftModel exists only once peft is imported (its import loads bitsandbytes)
+    trained = adapters is not None and role in adapters
+    if trained:
+        model.set_adapter(adapters[role])
+    off = peft is not None and isinstance(model, peft.PeftModel) and not trained
+    with model.disable_adapter() if off else nullcontext():
+        return rollout.sample(model, tok, chats, n, max_tokens, temperature, stop=stop)
+
+
 def generate_programs(model, tok, problems, mode, args, adapters: dict | None, costs: list | None = None) -> tuple[list, dict]:
     """n programs per problem for a mode of MODES, through the one rollout tree (tree.build).
 
@@ -81,21 +95,15 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
     (model calls, generated tokens) pair per problem appended (tree_costs), in the problems' order.
     """
     if mode == "collab":  # CollabCoder: its own loop of prompted stages (collab.py), not a tree
-        return collab_programs(model, tok, problems, args, adapters, costs)
+        return collab.programs(partial(sample_as, model, tok, adapters), problems, args, costs)
     chain = roles.parse_chain(MODES[mode])
     planned = "planner" in chain
     sizes = {"retriever": 1, "planner": args.n, "coder": 1 if planned else args.n, "debugger": 1}
     tokens, truncated, out = {r: [] for r in chain}, [], []
-    peft = sys.modules.get("peft")  # a PeftModel exists only once peft is imported (its import loads bitsandbytes)
-    is_peft = peft is not None and isinstance(model, peft.PeftModel)
 
     def generate(role, chats, n):
-        trained = adapters is not None and role in adapters
-        if trained:
-            model.set_adapter(adapters[role])
-        with model.disable_adapter() if is_peft and not trained else nullcontext():
-            r = rollout.sample(model, tok, chats, n, roles.max_tokens(args, role), args.temperature,
-                               stop=roles.ROLES[role].stop)
+        r = sample_as(model, tok, adapters, role, chats, n, roles.max_tokens(args, role), args.temperature,
+                      roles.ROLES[role].stop)
         tokens[role] += r.mask.sum(1).tolist()
         if role == "coder":
             truncated.extend(r.truncated.float().tolist())  # 1.0: the completion hit --max-code-tokens (no EOS)
@@ -137,55 +145,6 @@ def tree_costs(t) -> list[tuple[int, int]]:
             out[n.problem][0] += 1
             out[n.problem][1] += int(r.mask[n.row].sum()) if hasattr(r, "mask") else 0
     return [tuple(x) for x in out]
-
-
-def collab_programs(model, tok, problems, args, adapters: dict | None, costs: list | None = None) -> tuple[list, dict]:
-    """`generate_programs` for mode 'collab' (collab.solve): --n runs of CollabCoder per problem, --batch-size
-    problems in lock-step. Plan calls answer with the Planner's adapter, code calls with the Coder's (when
-    the run trained them), every other call with the base model; budgets --max-plan-tokens,
-    --max-code-tokens, --collab-tokens (twice that for the scoring JSON). Stats add calls_per_problem (every model call) and fallback_rate
-    (the share of decisions that fell back to 'update code only': a tie or a reply that did not parse).
-    costs: as generate_programs', with the tokens of a problem None (a call serves the problems still in
-    play together); stats then add tokens_per_problem (every call's generated tokens / problems)."""
-    peft = sys.modules.get("peft")
-    is_peft = peft is not None and isinstance(model, peft.PeftModel)
-    tokens = {"planner": [], "coder": []}
-
-    def generate(stage, chats):
-        role = collab.ROLE_OF.get(stage)  # planner, coder or None (the base model)
-        trained = adapters is not None and role in adapters
-        if trained:
-            model.set_adapter(adapters[role])
-        budget = roles.max_tokens(args, role) if role else args.collab_tokens * (2 if stage == "scoring" else 1)
-        with model.disable_adapter() if is_peft and not trained else nullcontext():
-            r = rollout.sample(model, tok, chats, 1, budget, args.temperature, stop=coder.STOP if role == "coder" else None)
-        if role:
-            tokens[role] += r.mask.sum(1).tolist()
-        generated[0] += int(r.mask.sum())
-        return r.texts
-
-    run = lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None))  # noqa: E731
-    out, calls, counts = [[] for _ in problems], [], {"decisions": 0, "fallbacks": 0, "plan_updates": 0}
-    per_problem, generated = [0] * len(problems), [0]  # model calls of each problem; tokens of every call
-    for _ in range(args.n):
-        for s in tqdm(range(0, len(problems), args.batch_size), desc="collab", dynamic_ncols=True):
-            progs, st = collab.solve(problems[s:s + args.batch_size], generate, run, args.collab_rounds,
-                                     getattr(args, "sandbox_timeout", 4.0))
-            for i, prog in enumerate(progs):
-                out[s + i].append(prog)
-            calls += st["calls"]
-            for i, c in enumerate(st["calls"]):
-                per_problem[s + i] += c
-            for k in counts:
-                counts[k] += st[k]
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    if costs is not None:
-        costs += [(c, None) for c in per_problem]
-    return out, {**({"tokens_per_problem": generated[0] / len(problems)} if costs is not None and problems else {}),
-                 "plan_tokens": mean(tokens["planner"]), "code_tokens": mean(tokens["coder"]), "truncated_codes": None,
-                 "calls_per_problem": mean(calls), "decisions": counts["decisions"],
-                 "plan_updates": counts["plan_updates"],
-                 "fallback_rate": counts["fallbacks"] / counts["decisions"] if counts["decisions"] else None}
 
 
 def reference_costs(problems, args) -> list:

@@ -103,13 +103,13 @@ def test_scripted_model_walks_both_branches_and_the_fallback():
 
 
 def test_eval_harness_counts_every_call_on_the_tiny_model(tiny_policy, tokenizer):
-    """eval.collab_programs on the tiny random Qwen2 (adapters off): nothing it writes parses, so every
-    problem runs both rounds, each falling back: 3 + 2 x 4 = 11 calls per problem, fallback rate 1."""
+    """eval.generate_programs in mode collab (collab.programs) on the tiny random Qwen2 (adapters off):
+    nothing it writes parses, so every problem runs both rounds, each falling back: 3 + 2 x 4 = 11 calls per problem, fallback rate 1."""
     args = Namespace(n=1, batch_size=2, collab_rounds=2, collab_tokens=4, max_plan_tokens=4, max_code_tokens=4,
                      temperature=0.0, workers=2, sandbox_timeout=2.0)
     problems = [prob("add", "+"), prob("sub", "-")]
     costs = []  # (calls, tokens) per problem, as the paper table reads them; tokens: None (calls are shared)
-    programs, stats = evaluation.collab_programs(tiny_policy, tokenizer, problems, args, None, costs)
+    programs, stats = evaluation.generate_programs(tiny_policy, tokenizer, problems, "collab", args, None, costs)
     assert len(programs) == 2 and all(len(p) == 1 for p in programs)
     assert stats["calls_per_problem"] == 11 and stats["fallback_rate"] == 1.0
     assert costs == [(11, None), (11, None)] and 0 < stats["tokens_per_problem"] <= 11 * 8  # budgets: 4, scoring 8
