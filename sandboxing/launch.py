@@ -111,7 +111,7 @@ def _spawned(job, key, feed, limit, start, deadline, env, workdir, meter):
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(marshal.dumps((process.CHILD_CODE, job)))
             proc.stdin.close()
-        cut = process.read_until_exit(proc, deadline, feed, limit, watch=meter.over)
+        cut = process.read_until_exit(proc, deadline, feed, limit, watch=meter.over, tick=meter.tick)
         if cut is None and meter.oom_killed():  # the OOM killer struck, and the run ended before we looked
             cut = "memory"
     finally:

@@ -12,8 +12,11 @@ by the strongest mechanism that works here, found by trying it (not by reading t
 The watchdog samples the run every TICK_S: the proportional set size (Pss, shared pages split among
 the processes that map them, shmem included) of each of the run's processes, read from
 /proc/<pid>/smaps_rollup, plus the data in the run's private tmpfs mounts (statvfs through
-/proc/<runner>/root), and kills the run when the sum passes the budget. Best effort: a run can
-allocate for one tick before it is seen (a page fault loop takes ~1 GiB/s per core), and kernel memory
+/proc/<runner>/root), and kills the run when the sum passes the budget. The next sample comes sooner
+the less room is left: after (budget - held) / FILL_MB_S, between MIN_TICK_S and TICK_S (our choice: a
+run far from its budget costs one sample per TICK_S, ~2 ms of the parent's time; one near it cannot
+fill more than its remaining room before it is seen again). Best effort: between two samples a run can
+allocate at the machine's speed (FILL_MB_S), killing it takes a few more ms, and kernel memory
 that no process maps (socket and pipe buffers, inodes) is not in the sum; worst_case_mb() is the
 arithmetic bound that holds without the watchdog: every process at its address-space limit, every
 tmpfs full, every file descriptor a socket with full buffers. In both mechanisms a host guard stops the
@@ -36,7 +39,11 @@ from sandboxing.confine import ISOLATED, TMP_DIRS, TMPFS_INODES, TMPFS_MB
 
 BUDGET_MB = 2048  # --sandbox-memory: all of one run's processes and files together
 HOST_FLOOR_MB = 512  # stop running programs when the host has less than this available
-TICK_S = 0.05  # the watchdog's period, and how often a cgroup's OOM-kill count is read
+TICK_S = 0.05  # the watchdog's longest period, and how often a cgroup's OOM-kill count is read
+MIN_TICK_S = 0.005  # the watchdog's shortest period, near the budget
+# How fast a run can fill memory, MiB/s: ~4 GiB/s of fresh pages written per core (a children bomb put
+# 200 MiB into one 50 ms tick on 2 cores), times the cores this process may use.
+FILL_MB_S = 4096 * len(os.sched_getaffinity(0))
 WATCHDOG_PROCS = 16  # RLIMIT_NPROC without a cgroup (32 with one): each process adds an address space
 SOCKET_KIB = 416  # a unix socket's send buffer at the kernel's default (212992 bytes) with its overhead
 NOFILE = 256  # RLIMIT_NOFILE (sandboxing/child.py)
@@ -153,12 +160,13 @@ _host = {"at": -1.0, "mb": 1 << 30}
 
 
 class Meter:
-    """One run's memory: `fds` for the child to join (cgroup.procs), `over()` polled every TICK_S by
+    """One run's memory: `fds` for the child to join (cgroup.procs), `over()` polled every `tick()` s by
     the parent (None, or the detail of the verdict `memory`), `peak_mb()` once it has ended."""
 
     def __init__(self, mode, budget_mb_, max_procs):
         self.mode, self.budget = mode, budget_mb_ << 20
         self.group, self.gauge, self.peak, self.pid, self.cut = None, None, 0, None, None
+        self.held = 0  # bytes at the watchdog's last sample
         found = cgroups()
         if not isinstance(found, str):
             # v1: each hierarchy joined costs the child an RCU grace period (~10 ms under load), so pids
@@ -185,12 +193,20 @@ class Meter:
             if self.group.oom_kills():
                 self.cut = f"over the memory budget ({self.budget >> 20} MiB for the run, all its processes)"
         else:
-            held = self.sample()
-            self.peak = max(self.peak, held)
-            if held > self.budget:
-                self.cut = (f"over the memory budget ({self.budget >> 20} MiB for the run): {held >> 20} MiB "
+            self.held = self.sample()
+            self.peak = max(self.peak, self.held)
+            if self.held > self.budget:
+                self.cut = (f"over the memory budget ({self.budget >> 20} MiB for the run): {self.held >> 20} MiB "
                             "in its processes and tmpfs")
         return self.cut
+
+    def tick(self):
+        """Seconds until `over()` is due again: TICK_S with a cgroup (the kernel holds the budget), else the
+        time the run would need to fill the room it has left (module docstring), within MIN_TICK_S..TICK_S."""
+        if self.group is not None:
+            return TICK_S
+        room_mb = max(self.budget - self.held, 0) / 2**20
+        return min(TICK_S, max(MIN_TICK_S, room_mb / FILL_MB_S))
 
     def oom_killed(self):
         """After the run: did its cgroup's OOM killer strike (a process killed, the run ended anyway)?"""

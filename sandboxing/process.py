@@ -165,10 +165,10 @@ def workdir(mode, uid):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def read_until_exit(proc, deadline, feed, limit, watch=lambda: None, tick=0.05):
+def read_until_exit(proc, deadline, feed, limit, watch=lambda: None, tick=lambda: 0.05):
     """Feed each line the child writes to its stdout to `feed` until the child exits -> None, or
-    "deadline" / "limit" (more than `limit` bytes in all) / "memory" (`watch()`, called every `tick`
-    seconds, said why) when we stopped it first. Waits on a pidfd, not on end-of-file: a grandchild
+    "deadline" / "limit" (more than `limit` bytes in all) / "memory" (`watch()`, called again after
+    `tick()` seconds, said why) when we stopped it first. Waits on a pidfd, not on end-of-file: a grandchild
     may hold the pipe open forever."""
     fd, pidfd, pending, total = proc.stdout.fileno(), os.pidfd_open(proc.pid), bytearray(), 0
     os.set_blocking(fd, False)
@@ -192,7 +192,7 @@ def read_until_exit(proc, deadline, feed, limit, watch=lambda: None, tick=0.05):
                 return "deadline"
             if watch():
                 return "memory"
-            ready = select.select(fds, [], [], min(left, tick))[0]
+            ready = select.select(fds, [], [], min(left, tick()))[0]
             while fd in ready:  # drain what is there
                 try:
                     chunk = os.read(fd, 1 << 20)

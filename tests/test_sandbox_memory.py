@@ -246,3 +246,21 @@ def test_a_run_cgroup_holds_the_budget_a_core_and_the_task_limit():
     finally:
         meter.close()
     assert not any(os.path.exists(d) for d in dirs.values())
+
+
+def test_watchdog_samples_sooner_as_the_run_nears_its_budget():
+    """Meter.tick: with a cgroup always TICK_S; without one the time to fill the room left at FILL_MB_S,
+    clamped to MIN_TICK_S..TICK_S. At 8192 MiB/s (2 cores): 117 MiB of room -> 117/8192 s; 2037 MiB -> the
+    50 ms cap; over the budget -> 5 ms."""
+    m = memory.Meter.__new__(memory.Meter)
+    m.group, m.budget, m.held = object(), 128 << 20, 11 << 20
+    assert m.tick() == memory.TICK_S == 0.05
+    m.group, fill = None, memory.FILL_MB_S
+    assert m.tick() == pytest.approx(min(0.05, max(0.005, 117 / fill)))
+    m.budget = 2048 << 20
+    assert m.tick() == pytest.approx(min(0.05, 2037 / fill))
+    m.budget, m.held = 128 << 20, 200 << 20
+    assert m.tick() == memory.MIN_TICK_S == 0.005
+    if fill == 8192:  # the 2-core machine CI runs on: the numbers by hand
+        m.held = 11 << 20
+        assert m.tick() == pytest.approx(117 / 8192)
