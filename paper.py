@@ -46,6 +46,24 @@ def steps_made(run_dir) -> int | None:
     return len([m for m in lines if m.get("phase", "grpo") not in ("sft", "eval")])
 
 
+def training(run_dir) -> dict | None:
+    """What a run's training steps show (its metrics.jsonl, phases other than sft / eval): steps, the median
+    seconds a step, the mean reward of its first and of its last three steps, and its peak RSS (GiB, the
+    largest `peak_rss_gib` logged; None for runs written before train.py logged it). None without steps."""
+    f = Path(run_dir or "") / "metrics.jsonl"
+    if not run_dir or not f.exists():
+        return None
+    lines = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+    steps = [m for m in lines if m.get("phase", "grpo") not in ("sft", "eval") and "time_step_s" in m and "reward" in m]
+    if not steps:
+        return None
+    secs = sorted(m["time_step_s"] for m in steps)
+    rss = [m["peak_rss_gib"] for m in steps if m.get("peak_rss_gib") is not None]
+    mean = lambda ms: sum(m["reward"] for m in ms) / len(ms)  # noqa: E731
+    return {"steps": len(steps), "s_per_step": secs[len(secs) // 2], "reward_start": mean(steps[:3]),
+            "reward_end": mean(steps[-3:]), "peak_rss_gib": max(rss) if rss else None}
+
+
 def block(results: dict, d: str, names: list) -> list[str]:
     """One benchmark's rows (module docstring) as Markdown lines."""
     rows = results["results"][d]
@@ -119,6 +137,21 @@ def markdown(results: dict, decontam_report: dict | None = None) -> str:
             cells.append(f"{100 * rows[s]['pass@1']:.1f}{sig}")
         steps = steps_made(runs.get(s))
         lines.append(f"| {label(s)} | " + " | ".join(cells) + f" | {'–' if steps is None else steps} |")
+    trained = [(s, training(runs.get(s))) for s in names if training(runs.get(s))]
+    if trained:
+        lines += ["", "Training from the same SFT (each run's metrics.jsonl; reward: the pass rate of its programs, "
+                  "the mean of its first and of its last three steps):\n",
+                  "| system | steps | s/step (median) | reward first 3 -> last 3 | peak RSS GiB |", "|---|---|---|---|---|"]
+        for s, t in trained:
+            rss = "–" if t["peak_rss_gib"] is None else f"{t['peak_rss_gib']:.2f}"
+            lines.append(f"| {label(s)} | {t['steps']} | {t['s_per_step']:.0f} | {t['reward_start']:.3f} -> "
+                         f"{t['reward_end']:.3f} | {rss} |")
+    collab = [(d, results["results"][d]["base collab"]) for d in datasets if "base collab" in results["results"][d]]
+    if collab:
+        lines.append("\nCollabCoder's decisions (revise the plan or only the code) that fell back to the default "
+                     "(a tie, or a scoring reply that did not parse): " + ", ".join(
+                         f"{data.label(d)} {r['fallback_rate']:.0%}" if r.get("fallback_rate") is not None
+                         else f"{data.label(d)} no decision" for d, r in collab) + ".")
     lines.append(f"\nTraining steps: those each run made within its wall-time budget (its metrics.jsonl), "
                  f"from the same SFT. Evaluation took {results.get('wall_s', 0) / 60:.0f} min "
                  "(systems read back from the cache count their first computation's time in their rows only).")

@@ -151,3 +151,26 @@ def test_make_paper_small_mode_end_to_end(tmp_path):
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
     assert again.returncode == 0 and (tmp_path / "paper" / "core" / "metrics.jsonl").read_text() == steps
     assert again.stdout.count(" cached (") == 2 * len(res["systems"])
+
+
+def test_paper_training_table_and_collab_fallbacks(tmp_path):
+    """The training table from a run's grpo lines: 5 steps of 10, 30, 20, 50, 40 s -> median 30 s; rewards
+    0.1 0.2 0.3 0.4 0.5 -> first three 0.200, last three 0.400; peak RSS the largest logged, 1.75 GiB.
+    CollabCoder's fallback rate per benchmark: 3 of 4 decisions by the default -> 75 %."""
+    run = tmp_path / "core"
+    run.mkdir()
+    steps = [{"phase": "grpo", "step": i + 1, "time_step_s": s, "reward": r, "peak_rss_gib": g}
+             for i, (s, r, g) in enumerate(zip([10, 30, 20, 50, 40], [0.1, 0.2, 0.3, 0.4, 0.5],
+                                               [1.5, 1.75, 1.6, 1.7, 1.7]))]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in [{"phase": "sft", "step": 1}] + steps))
+    t = paper.training(run)
+    assert t["steps"] == 5 and t["s_per_step"] == 30 and t["peak_rss_gib"] == 1.75
+    assert t["reward_start"] == pytest.approx(0.2) and t["reward_end"] == pytest.approx(0.4)
+    assert paper.training(None) is None and paper.training(tmp_path / "none") is None
+    rows = {"core": _row([1, 0, 0, 0]), "base collab": {**_row([0, 0, 1, 0]), "fallback_rate": 0.75}}
+    results = {"date": "d", "cpu": "c", "model": "m", "temperature": 0.0, "sandbox": {"mode": "root"}, "ks": [1],
+               "n": 1, "results": {"val": rows}, "set_sizes": {"val": 4},
+               "systems": [{"name": "core", "mode": "plan", "run": str(run)}, {"name": "base collab", "mode": "collab"}]}
+    md = paper.markdown(results)
+    assert "| CoRe-Code | 5 | 30 | 0.200 -> 0.400 | 1.75 |" in md
+    assert "fell back to the default (a tie, or a scoring reply that did not parse): val 75%." in md

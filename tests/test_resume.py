@@ -34,7 +34,7 @@ def lines(run, name="metrics.jsonl"):
 
 
 def untimed(m):
-    return {k: v for k, v in m.items() if not k.startswith("time_")}
+    return {k: v for k, v in m.items() if not k.startswith("time_") and k != "peak_rss_gib"}
 
 
 def max_diffs(a, b) -> dict:

@@ -53,7 +53,7 @@ def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path
     assert [(m["step"], m["eval_pass@1"], m["eval_problems"]) for m in evals] == [(0, 0.5, 2), (2, 0.5, 2), (3, 0.5, 2)]
     assert evals[0]["eval_plan_tokens"] > 0 and evals[0]["eval_code_tokens"] > 0
     assert 0.0 <= evals[0]["eval_truncated_codes"] <= 1.0
-    untimed = lambda ms: [{k: v for k, v in m.items() if not k.startswith("time_")} for m in ms if m["phase"] == "grpo"]  # noqa: E731
+    untimed = lambda ms: [{k: v for k, v in m.items() if not k.startswith("time_") and k != "peak_rss_gib"} for m in ms if m["phase"] == "grpo"]  # noqa: E731
     plain_rows = [json.loads(x) for x in (plain / "metrics.jsonl").read_text().splitlines()]
     assert untimed(rows) == untimed(plain_rows) and len(untimed(rows)) == 3
     out = capsys.readouterr().out.strip().splitlines()
@@ -94,3 +94,17 @@ def test_curves_draw_eval_points_from_eval_lines(tmp_path, monkeypatch):
     assert report.plot_curves([tmp_path], tmp_path / "curves.png") == f"wrote {tmp_path / 'curves.png'}"
     assert calls == [([1, 2], [0.1, 0.3]), ([1, 2], [0.0, 0.5]), ([0, 2], [0.25, 0.5]), ([1, 2], [9.0, 7.0])]
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_peak_rss_is_the_kernels_high_water_mark():
+    """train.peak_rss_gib (ru_maxrss) against an independent reading of the same fact: /proc's VmHWM, KiB;
+    after touching 64 MiB more than the peak so far, both grow by at least that."""
+    import train
+    status = lambda key: int(next(ln for ln in open("/proc/self/status") if ln.startswith(key)).split()[1])  # noqa: E731
+    hwm = lambda: status("VmHWM:") / 2**20  # noqa: E731
+    before = train.peak_rss_gib()
+    assert abs(before - hwm()) < 4 / 1024  # within 4 MiB (pages touched between the two reads)
+    blob = bytearray((status("VmHWM:") - status("VmRSS:")) * 1024 + 64 * 2**20)  # zeroed: every page written
+    after = train.peak_rss_gib()
+    assert after - before >= 60 / 1024 and abs(after - hwm()) < 4 / 1024
+    del blob
