@@ -8,8 +8,8 @@
 # then --resume of the finished run); bench/gpu_memory.py at the 1.5B shape, the recipe's step; the GRPO
 # step bench on CUDA in bf16 (forced and natural lengths, ours and TRL when trl is importable, decode
 # ms per step against the GPU's measured bandwidth); and, with two or more GPUs, one torchrun step on
-# 2 of them. Each row has its own time limit (they add up to 780 s), so the whole script ends within
-# 13 minutes even when a row hangs. Logs and run folders stay in $GPU_CHECK_OUT (default a
+# 2 of them; and make paper's small mode. Each row has its own time limit (they add up to 810 s on one GPU,
+# 900 s with two), so the whole script ends within 15 minutes even when a row hangs. Logs and run folders stay in $GPU_CHECK_OUT (default a
 # fresh /tmp/gpu-check.*). Without CUDA it says so in one line and exits with status 2.
 set -u
 cd "$(dirname "$0")/.."
@@ -77,9 +77,13 @@ row "train 2 steps, 4bit" 120 bash -c "$PY train.py --steps 2 --sft-steps 1 --sf
   --eval-limit 4 --out $OUT/run && $PY train.py --resume $OUT/run | tail -1 | grep -q 'already finished' \
   && $PY $OUT/summary.py $OUT/run"
 RECIPE=$(cat bench/gpu_recipe.flags)  # the step of docs/gpu.md's recipe (its group sizes, lengths, micro-batch)
-row "gpu_memory.py, the recipe's step" 240 bash -c "$PY bench/gpu_memory.py $RECIPE | tee /dev/stderr | tail -1 | sed 's/^/CHECK /'"
+row "gpu_memory.py, the recipe's step" 180 bash -c "$PY bench/gpu_memory.py $RECIPE | tee /dev/stderr | tail -1 | sed 's/^/CHECK /'"
 row "grpo_bench.py, cuda bf16" 180 bash -c "set -o pipefail; $PY bench/grpo_bench.py --device cuda --dtype bfloat16 --systems ours,trl \
   --reps 1 --warmup 1 --steps 2 | tee /dev/stderr | grep -E '^(decode at|goals)' | tr '\n' ' ' | sed 's/^/CHECK /'"
+# make paper's small mode on the device (docs/results.md: every stage at tiny sizes, the embedded model on CUDA);
+# -o: the interpreter is $PY, so make must not build its own venv
+row "make paper, small mode" 180 bash -c "make -o .venv/.installed paper PAPER_SMALL=1 PAPER=$OUT/paper PY=$PY \
+  && echo CHECK \$(grep -c '^| ' $OUT/paper/table.md) table rows in $OUT/paper/table.md"
 NGPU=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 if [ "$NGPU" -ge 2 ]; then
   row "torchrun 2 GPUs, 1 step" 90 bash -c "$PY -m torch.distributed.run --standalone --nproc_per_node 2 train.py \
