@@ -3,6 +3,8 @@ what will run and roughly how long it takes here; greedy pass@1 on held-out prob
 --profile table, the summary line a run ends with, and the clock that times a step's phases (train.py and
 sft.py call these; metrics.jsonl holds every number)."""
 import json
+import resource
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +18,13 @@ import eval as evaluation
 
 PHASES = ["retrieval_generation", "plan_generation", "code_generation", "repair_generation", "sandbox", "old_logprobs", "reference_logprobs",
           "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far, GiB (getrusage's ru_maxrss: KiB on Linux, bytes on macOS);
+    the sandbox's children are not in it (they have their own budget, --sandbox-memory)."""
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib / (2**30 if sys.platform == "darwin" else 2**20)
 
 
 class Clock:
@@ -54,8 +63,9 @@ class Run:
     seconds. The ETA of what is left: a stage with timed units at its own measured rate; one not timed yet at
     its guess times the ratio of measured to guessed seconds over everything timed (this machine today)."""
 
-    def __init__(self, stages: list, show: bool = True):
+    def __init__(self, stages: list, show: bool = True, caps: dict | None = None):
         self.stages = {name: {"units": u, "done": 0, "timed": 0, "seconds": 0.0, "guess": g} for name, u, g in stages}
+        self.caps = caps or {}  # stage -> the most seconds it may take (GRPO under --time-budget)
         self.show, self.t0, self.open = show, time.perf_counter(), None
 
     def stage(self, name: str) -> dict:
@@ -70,21 +80,26 @@ class Run:
         timed = [st for st in self.stages.values() if st["timed"] and st["guess"]]
         speed = sum(st["seconds"] for st in timed) / sum(st["timed"] * st["guess"] for st in timed) if timed else 1.0
         left = 0.0
-        for st in self.stages.values():
-            rest = max(0, st["units"] - st["done"])
+        for name, st in self.stages.items():
+            rest, cap = max(0, st["units"] - st["done"]), self.caps.get(name)
             if rest and st["timed"]:
-                left += rest * st["seconds"] / st["timed"]
-            elif rest and st["guess"] is None:
+                need = rest * st["seconds"] / st["timed"]
+            elif rest and st["guess"] is None and cap is None:
                 return None
             elif rest:
-                left += rest * st["guess"] * speed
+                need = rest * st["guess"] * speed if st["guess"] is not None else float("inf")
+            else:
+                need = 0.0
+            left += need if cap is None else min(need, max(0.0, cap - st["seconds"]))  # the budget ends it sooner
         return left
 
     def plan_line(self) -> str:
         def count(n, word):
             return f" {n:g} {word}{'' if n == 1 else 's'}"
-        parts = [name + ("" if name == "load" else count(st["units"], "problem" if name == "eval" else "step"))
-                 + (f" ~{clock(st['units'] * st['guess'])}" if st["guess"] is not None else "")
+        parts = [name + ("" if name == "load" else (" up to" if name in self.caps else "")
+                         + count(st["units"], "problem" if name == "eval" else "step"))
+                 + (f" ~{clock(min(st['units'] * st['guess'], self.caps.get(name, float('inf'))))}"
+                    if st["guess"] is not None else f" at most {clock(self.caps[name])}" if name in self.caps else "")
                  for name, st in self.stages.items() if st["units"]]
         eta = self.eta_s()
         total = (f"about {clock(eta)} in all on a 2-core CPU (progress.COSTS)" if eta is not None
@@ -126,7 +141,8 @@ def start(args, device: str, eval_problems: int, show: bool = True) -> Run:
                 g(COSTS["eval"] * args.max_code_tokens / 128))]
     stages += [("grpo", args.steps, g(COSTS["grpo"] * tokens / (2 * (2 * 48 + 2 * 4 * 128))))]
     global RUN
-    RUN = Run(stages, show)
+    budget = getattr(args, "time_budget", None)
+    RUN = Run(stages, show, {"grpo": 60 * budget} if budget else None)  # --time-budget: minutes of GRPO steps
     if show:
         print(RUN.plan_line(), flush=True)
     return RUN

@@ -95,7 +95,8 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
         # END SOLUTION
         if log:
             log.write(json.dumps({"phase": "sft", "role": role, "sft_step": i + 1, "loss": loss, **step_tokens(parts),
-                                  "time_step_s": time.perf_counter() - t}) + "\n")
+                                  "time_step_s": time.perf_counter() - t,
+                                  "peak_rss_gib": progress.peak_rss_gib()}) + "\n")
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
         g["lr"] = args.lr
     cpu_linear.release_memory()

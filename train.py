@@ -20,7 +20,6 @@ samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), a
 data parallel (distributed.py); --profile prints the seconds of each phase of a step.
 """
 import random
-import resource
 import sys
 import time
 from dataclasses import dataclass, field
@@ -166,13 +165,6 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
         **{f"time_{k}_s": v for k, v in clock.s.items()}, "time_step_s": step_s,
     }, samples
-
-
-def peak_rss_gib() -> float:
-    """This process's peak resident memory so far, GiB (getrusage's ru_maxrss: KiB on Linux, bytes on macOS);
-    the sandbox's children are not in it (they have their own budget, --sandbox-memory)."""
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kib / (2**30 if sys.platform == "darwin" else 2**20)
 
 
 @dataclass
@@ -338,7 +330,7 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
         m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
         state["step"], state["consumed"] = step, state["consumed"] + len(batch)
         state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)
-        log.step({"phase": "grpo", "step": step, **m, "peak_rss_gib": peak_rss_gib()}, samples)
+        log.step({"phase": "grpo", "step": step, **m, "peak_rss_gib": progress.peak_rss_gib()}, samples)
         if run.main_rank:
             tqdm.write(f"step {step}: reward {m['reward']:.3f}  passed {m['pass_all']:.2f}  {m['time_step_s']:.0f} s")
         health.check(run, step, m, samples)

@@ -26,6 +26,30 @@ def test_eta_from_the_guess_then_from_timed_steps(monkeypatch):
     assert progress.Run([("load", 1, None)], show=False).eta_s() is None  # no guess, nothing timed
 
 
+def test_a_time_budget_caps_the_eta_of_the_grpo_stage(monkeypatch):
+    """--steps 100000 --time-budget 15 (make paper's arms): the GRPO stage is left with at most the budget, not
+    100000 steps x their cost. Guess 20 s a step: 900 s left (not 2,000,000); after 3 timed steps of 100 s,
+    900 - 300 = 600 s; with 2 steps left of a short run the steps themselves (2 x 100 = 200 s) end it first.
+    Catches: the budget ignored (make paper's bars said 'run ETA 236996:55'), a budget counted from the start
+    of the run (loading and SFT spend none of it)."""
+    monkeypatch.setattr(progress, "RUN", None)
+    run = progress.Run([("load", 1, 10.0), ("grpo", 100000, 20.0)], show=False, caps={"grpo": 900.0})
+    run.record("load", 10.0)
+    assert run.eta_s() == pytest.approx(900.0)
+    for _ in range(3):
+        run.record("grpo", 100.0)
+    assert run.eta_s() == pytest.approx(600.0)
+    short = progress.Run([("grpo", 5, 20.0)], show=False, caps={"grpo": 900.0})
+    for _ in range(3):
+        short.record("grpo", 100.0)
+    assert short.eta_s() == pytest.approx(200.0)
+    args = train.get_args(["--steps", "100000", "--time-budget", "15", "--sft-steps", "0"])
+    line = progress.start(args, "cpu", 0, show=False).plan_line()
+    assert "grpo up to 100000 steps ~15:00" in line, line
+    args = train.get_args(["--model", "Qwen2.5-Coder-1.5B", "--steps", "100000", "--time-budget", "15"])
+    assert "grpo up to 100000 steps at most 15:00" in progress.start(args, "cuda", 0, show=False).plan_line()
+
+
 def test_plan_line_of_make_train():
     """The defaults: load, SFT of the Planner and the Coder (20 steps each), 8 GRPO steps, no evaluation."""
     args = train.get_args([])

@@ -97,14 +97,13 @@ def test_curves_draw_eval_points_from_eval_lines(tmp_path, monkeypatch):
 
 
 def test_peak_rss_is_the_kernels_high_water_mark():
-    """train.peak_rss_gib (ru_maxrss) against an independent reading of the same fact: /proc's VmHWM, KiB;
+    """progress.peak_rss_gib (ru_maxrss) against an independent reading of the same fact: /proc's VmHWM, KiB;
     after touching 64 MiB more than the peak so far, both grow by at least that."""
-    import train
     status = lambda key: int(next(ln for ln in open("/proc/self/status") if ln.startswith(key)).split()[1])  # noqa: E731
     hwm = lambda: status("VmHWM:") / 2**20  # noqa: E731
-    before = train.peak_rss_gib()
+    before = progress.peak_rss_gib()
     assert abs(before - hwm()) < 4 / 1024  # within 4 MiB (pages touched between the two reads)
     blob = bytearray((status("VmHWM:") - status("VmRSS:")) * 1024 + 64 * 2**20)  # zeroed: every page written
-    after = train.peak_rss_gib()
+    after = progress.peak_rss_gib()
     assert after - before >= 60 / 1024 and abs(after - hwm()) < 4 / 1024
     del blob
