@@ -54,3 +54,22 @@ def test_micro_batched_sft_step_equals_the_full_batch(tiny_policy, tokenizer, ro
     n_prompt = sum(int(r.attn[:, :r.prompt_len].sum()) for r in parts)
     assert line["tokens"] == n_prompt + sum(len(tokenizer(t, add_special_tokens=False).input_ids) + 1 for t in targets)
     assert line["positions"] == sum(r.seqs.numel() for r in parts)
+
+
+def test_a_micro_batch_holds_at_most_max_positions_past_its_first_pair(tokenizer):
+    """5 Coder pairs of token lengths l0 < l1 < l2 < l3 < l4 (sorted), --micro-batch 2, max_positions 2 * l3 - 1:
+    [0, 1] (2 pairs: full), then [2] alone since pair 3 would make 2 * l3 > the budget, [3], and [4] alone
+    although l4 exceeds the budget (a pair is never cut or dropped); without a budget [0, 1], [2, 3], [4].
+    Catches: the budget ignored (the two longest Coder pairs shared a micro-batch: 4.3 GiB), a pair over the
+    budget dropped, the budget counted on the shortest pair of a group instead of its longest."""
+    chats, targets = map(list, zip(*sft.pairs(data.load("train")[:5], "coder", ["planner", "coder"])))
+    prompts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    lengths = [len(x) for x in tokenizer([p + t for p, t in zip(prompts, targets)], add_special_tokens=False).input_ids]
+    order = sorted(range(5), key=lengths.__getitem__)
+    l = [lengths[i] for i in order]
+    assert len(set(l)) == 5, l  # distinct, so the groups below are the only answer
+    by_text = lambda parts: [[targets.index(t) for t in r.texts] for r in parts]  # noqa: E731
+    capped = sft.micro_batches(tokenizer, chats, targets, 2, "cpu", max_positions=2 * l[3] - 1)
+    assert by_text(capped) == [[order[0], order[1]], [order[2]], [order[3]], [order[4]]]
+    plain = sft.micro_batches(tokenizer, chats, targets, 2, "cpu", max_positions=None)
+    assert by_text(plain) == [[order[0], order[1]], [order[2], order[3]], [order[4]]]
