@@ -246,7 +246,9 @@ def load(ckpt: Path, policy, optimizer, rank: int = 0, world: int = 1) -> dict:
             raise CheckpointError(f"{f} does not fit this model (e.g. {res.unexpected_keys[0]})")
     optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=True))
     if getattr(policy, "critic", None) is not None:
-        policy.critic.load_state_dict(torch.load(ckpt / "critic.pt", map_location="cpu", weights_only=True))
+        state = torch.load(ckpt / "critic.pt", map_location="cpu", weights_only=True)
+        state.setdefault("seconds", torch.tensor(0.0, dtype=torch.float64))  # a checkpoint from before the clock
+        policy.critic.load_state_dict(state)
     rngs = torch.load(ckpt / "rng.pt", weights_only=True)
     if len(rngs) != world:
         raise CheckpointError(f"{ckpt} was written by {len(rngs)} processes; resume it with as many")

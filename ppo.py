@@ -54,7 +54,8 @@ KL_HORIZON = 10000  # their AdaptiveKLController horizon
 class Critic(torch.nn.Module):
     """The value head V(s) = w . h + b on the last hidden state h [..., H] -> [...], plus the run's PPO
     state as buffers (saved in every checkpoint: checkpoint.py's critic.pt): beta (the adaptive KL weight),
-    started (1 once the reference was copied), steps (PPO steps done: StepCoder's curriculum clock)."""
+    started (1 once the reference was copied), steps and seconds (PPO steps done and their wall seconds:
+    StepCoder's curriculum clock, by steps or by --time-budget)."""
 
     def __init__(self, hidden: int, beta: float):
         super().__init__()
@@ -64,6 +65,7 @@ class Critic(torch.nn.Module):
         self.register_buffer("beta", torch.tensor(float(beta), dtype=torch.float64))
         self.register_buffer("started", torch.tensor(0))
         self.register_buffer("steps", torch.tensor(0))
+        self.register_buffer("seconds", torch.tensor(0.0, dtype=torch.float64))  # wall s of the PPO steps done
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.head(h.float()).squeeze(-1)  # [...]
@@ -323,6 +325,7 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
     kl = abs(rows_kl[judged].mean().item()) if judged.any() else 0.0  # their objective/kl (abs of the mean)
     critic.beta.fill_(adaptive_beta(beta, kl, int(judged.sum()), args.kl_target))  # 6.
     critic.steps.add_(1)
+    critic.seconds.add_(time.perf_counter() - t0)
     per = {k: sum(c * m[k] for c, m in stats) / max(1, sum(c for c, _ in stats)) if stats else None
            for k in ("policy_loss", "value_loss", "clip_frac", "value_clip_frac")}
     verdicts = [res.verdict for res in results]

@@ -9,7 +9,8 @@ p_1 < ... < p_S). At curriculum stage k of K the Coder's reply begins with the r
 split point p_g, and the Coder writes the rest:
     g = floor(S (K - 1 - k) / (K - 1))        stage 0: g = S (the last conditional), stage K - 1: g = 0
     prompt = problem + "```python\\n" + reference lines 1 .. p_g - 1       (g = 0: "```python\\n" alone)
-    stage k = min(K - 1, floor(steps done * K / --steps))     (--cccs-stages K; our choice, below)
+    stage k = min(K - 1, floor(K * max(steps done / --steps, seconds of steps / --time-budget)))
+                                                              (--cccs-stages K; our choice, below)
 so the part the model writes grows toward the start until it writes everything. The prefix is prompt:
 its tokens are never in the loss (the Rollout's mask covers the sampled tokens only); the program the
 sandbox runs is the prefix + the completion.
@@ -27,9 +28,11 @@ theirs; a program that does not compile keeps all its tokens, and so does a run 
 (killed, or a sandbox error). Coverage is what the program's process says: it only chooses which tokens
 are trained, never a verdict or a reward (a program that hides its lines only loses its own gradient).
 
-Our choices beyond the paper (its release has no schedule): K equal stages over --steps (default 4);
+Our choices beyond the paper (its release has no schedule): K equal stages over --steps (default 4), or
+over --time-budget when it is set (the share of the budget spent, if larger: `make paper` gives its arms
+--steps 100000 and 15 minutes, and a clock by steps alone would stay at stage 0 for the whole run);
 split points are `if` / `elif` statements (not loops); a problem without a reference or without a
-conditional is always written whole; with --time-budget the run may stop before the last stage.
+conditional is always written whole.
 """
 import ast
 
@@ -55,9 +58,13 @@ def split_points(solution: str) -> list[int]:
     return sorted({node.lineno for node in ast.walk(tree) if isinstance(node, ast.If)})
 
 
-def stage(steps_done: int, total_steps: int, stages: int) -> int:
-    """The curriculum stage k in 0 .. K-1 after steps_done PPO steps of total_steps (K equal stages)."""
-    return min(stages - 1, steps_done * stages // max(1, total_steps))
+def stage(steps_done: int, total_steps: int, stages: int, seconds: float = 0.0, budget_s: float | None = None) -> int:
+    """The curriculum stage k in 0 .. K-1 after steps_done PPO steps of total_steps (K equal stages), or after
+    `seconds` of steps of a budget of budget_s seconds (--time-budget), whichever has gone further."""
+    done = steps_done / max(1, total_steps)
+    if budget_s:
+        done = max(done, seconds / budget_s)
+    return min(stages - 1, int(done * stages + 1e-9))
 
 
 def reply_prefix(solution: str | None, k: int, stages: int) -> str:
@@ -138,7 +145,9 @@ def loss_mask(tok, prefixes: list, n: int):
 def step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
     """One StepCoder step (train.py --algo stepcoder): the stage's prefixes (CCCS), then ppo.run_step with
     FGO's loss mask and the execution reward alone. Adds `cccs_stage` and `prefix_lines` to the metrics."""
-    k = stage(int(policy.critic.steps), args.steps, args.cccs_stages)
+    budget = getattr(args, "time_budget", None)
+    k = stage(int(policy.critic.steps), args.steps, args.cccs_stages, float(policy.critic.seconds),
+              60 * budget if budget else None)
     prefixes = [reply_prefix(p.solution, k, args.cccs_stages) for p in problems]
     n = args.num_plans * args.codes_per_plan
     metrics, samples = ppo.run_step(policy, tok, problems, args, optimizer, prefixes, loss_mask(tok, prefixes, n),

@@ -45,6 +45,15 @@ def test_the_prompt_at_each_stage():
     assert stepcoder.reply_prefix(None, 0, 4) == stepcoder.reply_prefix(REFERENCE, 0, 1) == "```python\n"
 
 
+def test_under_a_time_budget_the_curriculum_follows_the_budget():
+    """make paper's arms: --steps 100000 --time-budget 15 (900 s), K = 4: the stage is the share of the budget
+    spent, 225 s a stage: 0 s, 224 s -> 0; 225 s -> 1; 450 s -> 2; 899 s -> 3, and past the budget 3; whichever
+    clock has gone further decides (6 of 8 steps after 10 s -> 3). Catches: the clock by steps alone (the
+    paper's StepCoder arm stayed at stage 0, the last conditional's suffix, for its whole run)."""
+    assert [stepcoder.stage(3, 100000, 4, s, 900.0) for s in (0, 224, 225, 450, 899, 900, 2000)] == [0, 0, 1, 2, 3, 3, 3]
+    assert stepcoder.stage(6, 8, 4, 10.0, 900.0) == 3 and stepcoder.stage(3, 100000, 4, 899.0, None) == 0
+
+
 def test_prefix_tokens_carry_no_loss_weight(tokenizer):
     """The prefix is prompt: the chat template's assistant turn ends with it, and the loss weights cover the
     completion's tokens alone (+ its EOS)."""
