@@ -36,25 +36,27 @@ GROUPS = {"base direct": "base", "base plan": "base", "sft": "SFT", "ppocoder": 
           "core": "ours", "core_eff": "ours"}
 
 
-def steps_made(run_dir) -> int | None:
-    """Training steps a run made (GRPO, PPO or DPO: every metrics line of a phase other than sft / eval), or
-    None without a run folder."""
+def step_lines(run_dir) -> list | None:
+    """A run's training-step lines (GRPO, PPO or DPO: every metrics.jsonl line of a phase other than sft /
+    eval), or None without a run folder."""
     f = Path(run_dir or "") / "metrics.jsonl"
     if not run_dir or not f.exists():
         return None
     lines = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-    return len([m for m in lines if m.get("phase", "grpo") not in ("sft", "eval")])
+    return [m for m in lines if m.get("phase", "grpo") not in ("sft", "eval")]
+
+
+def steps_made(run_dir) -> int | None:
+    """Training steps a run made (step_lines), or None without a run folder."""
+    lines = step_lines(run_dir)
+    return None if lines is None else len(lines)
 
 
 def training(run_dir) -> dict | None:
-    """What a run's training steps show (its metrics.jsonl, phases other than sft / eval): steps, the median
-    seconds a step, the mean reward of its first and of its last three steps, and its peak RSS (GiB, the
-    largest `peak_rss_gib` logged; None for runs written before train.py logged it). None without steps."""
-    f = Path(run_dir or "") / "metrics.jsonl"
-    if not run_dir or not f.exists():
-        return None
-    lines = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-    steps = [m for m in lines if m.get("phase", "grpo") not in ("sft", "eval") and "time_step_s" in m and "reward" in m]
+    """What a run's training steps show (step_lines): steps, the median seconds a step, the mean reward of
+    its first and of its last three steps, and its peak RSS (GiB, the largest `peak_rss_gib` logged; None
+    for runs written before train.py logged it). None without timed steps."""
+    steps = [m for m in step_lines(run_dir) or [] if "time_step_s" in m and "reward" in m]
     if not steps:
         return None
     secs = sorted(m["time_step_s"] for m in steps)
@@ -137,7 +139,7 @@ def markdown(results: dict, decontam_report: dict | None = None) -> str:
             cells.append(f"{100 * rows[s]['pass@1']:.1f}{sig}")
         steps = steps_made(runs.get(s))
         lines.append(f"| {label(s)} | " + " | ".join(cells) + f" | {'–' if steps is None else steps} |")
-    trained = [(s, training(runs.get(s))) for s in names if training(runs.get(s))]
+    trained = [(s, t) for s in names if (t := training(runs.get(s)))]
     if trained:
         lines += ["", "Training from the same SFT (each run's metrics.jsonl; reward: the pass rate of its programs, "
                   "the mean of its first and of its last three steps):\n",
