@@ -173,13 +173,11 @@ def fix_lengths(policy, tok, lengths):
     rollout.sample = fixed  # train.grpo_step looks it up at call time
 
 
-def decode_ms(policy, tok, problem, short: int, long: int) -> dict:
-    """ms per decode step at batch GROUP (prefill excluded: (t(long) - t(short)) / (long - short)), our loop
-    (inside cpu_linear.sampling_weights where the tree has it, as rollout.sample runs it) and `generate`,
-    each forced to the full length, the policy in eval mode with its adapter."""
+def our_decode(policy, tok, problem):
+    """A function T -> the 8 (GROUP) completions of `problem` forced to T tokens by our loop, inside
+    cpu_linear.sampling_weights where the tree has it (as rollout.sample runs it). Returns it with the prompt's
+    encoding; call it under torch.no_grad with the policy in eval mode and its adapter set."""
     import contextlib
-
-    import torch
 
     import coder
     import decode
@@ -190,12 +188,22 @@ def decode_ms(policy, tok, problem, short: int, long: int) -> dict:
         sampling_weights = lambda *a: contextlib.nullcontext()  # noqa: E731
 
     enc = rollout.encode_prompts(tok, [coder.messages(problem, None)], next(policy.parameters()).device)
-    policy.eval()
-    out = {}
-    def ours(T):
+
+    def run(T):
         with sampling_weights(policy, GROUP):
             return decode.decode(policy, enc.input_ids, enc.attention_mask, GROUP, T, tok.eos_token_id, TEMPERATURE,
                                  TOP_P, T)
+    return run, enc
+
+
+def decode_ms(policy, tok, problem, short: int, long: int) -> dict:
+    """ms per decode step at batch GROUP (prefill excluded: (t(long) - t(short)) / (long - short)), our loop
+    (our_decode) and `generate`, each forced to the full length, the policy in eval mode with its adapter."""
+    import torch
+
+    ours, enc = our_decode(policy, tok, problem)
+    policy.eval()
+    out = {}
     runs = {"ours": ours,
             "generate": lambda T: policy.generate(**enc, num_return_sequences=GROUP, max_new_tokens=T, min_new_tokens=T,
                                                   do_sample=True, temperature=TEMPERATURE, top_p=TOP_P, top_k=None,
