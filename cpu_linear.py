@@ -20,7 +20,8 @@ layers (models.load_base), so LoRA's own small linears stay plain. CORE_CODE_MAT
 While sampling (`sampling_weights`: no gradients, the weights fixed for the whole rollout) each LoRA layer
 is folded into one matrix, W' = W + s B A with peft's scaling s (alpha/r; the LoRA paper's merge for
 inference, Hu et al. 2021, section 4.1), and every weight is packed once into oneDNN's blocked layout:
-one product per layer instead of three. Measured (same machine and day, a decode step of SmolLM2-135M at
+one product per layer instead of three; the layers that read the same input (attention's q, k, v; the MLP's
+gate, up) then run as one product on their stacked weights, and the RMS norms as one kernel each. Measured (same machine and day, a decode step of SmolLM2-135M at
 batch 8 with a LoRA adapter on q, k, v, o, oneDNN products in both): 83.5 and 93.2 ms unmerged, 49.5 and
 56.6 ms merged and packed (two runs each, interleaved), for 0.3 s of merging and packing per rollout and a
 packed copy of the weights while it lasts (513 MiB for SmolLM2-135M in float32).
@@ -115,14 +116,22 @@ def merged_weight(m) -> torch.Tensor:
     return w
 
 
+# Layers that read the same input in Llama-type models (Llama, Qwen2, Mistral, SmolLM): while sampling each group
+# runs as one product on the stacked weight [W1; W2; ...], its outputs the slices of x [W1; W2; ...]^T.
+SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+# Norms whose forward is exactly y = w * x / sqrt(mean(x^2) + eps) in float32: F.rms_norm, one kernel in place of six.
+RMS_NORMS = {"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNorm"}
+
+
 @contextmanager
 def sampling_weights(model, rows: int):
-    """Inside: `model`'s routed linears (install) run with packed weights, LoRA merged (module docstring); rows
-    is oneDNN's blocking hint (the rollout's number of rows; any input size works). Nothing changes, and every
-    layer keeps its own forward, for a model without routed layers, with gradients on, in train mode (LoRA
-    dropout would be live), with any LoRA but plain LoRA (plain_lora), or with a weight that is not float32 on
-    the CPU. The adapter setting at entry holds inside (set_adapter / disable_adapter inside change nothing).
-    The model's parameters are not touched, and every forward is restored on the way out, errors included."""
+    """Inside: `model`'s routed linears (install) run with packed weights, LoRA merged (module docstring), q|k|v
+    and gate|up each as one product (SIBLINGS), the RMS norms as one kernel each (RMS_NORMS); rows is oneDNN's
+    blocking hint (the rollout's number of rows; any input size works). Nothing changes, and every layer keeps
+    its own forward, for a model without routed layers, with gradients on, in train mode (LoRA dropout would
+    be live), with any LoRA but plain LoRA (plain_lora), or with a weight that is not float32 on the CPU. The
+    adapter setting at entry holds inside (set_adapter / disable_adapter inside change nothing). The model's
+    parameters are not touched, and every forward is restored on the way out, errors included."""
     lora = [m for m in model.modules() if is_lora_linear(m)]
     inner = {id(m.base_layer) for m in lora}
     routed = [m for m in model.modules() if isinstance(m, RoutedLinear) and id(m) not in inner]
@@ -132,25 +141,66 @@ def sampling_weights(model, rows: int):
         yield
         return
     replaced = []
-    try:  # one layer at a time: a single merged copy exists at once besides the packed ones
-        for m in lora + routed:
-            w, b = (merged_weight(m), m.base_layer.bias) if is_lora_linear(m) else (m.weight, m.bias)
-            m.forward = packed_forward(torch.ops.mkldnn._reorder_linear_weight(w, rows), b)
-            replaced.append(m)
+    try:  # one group at a time: a single merged copy exists at once besides the packed ones
+        for group in sibling_groups(model, lora + routed):
+            ws, bs = zip(*(weight_and_bias(m) for m in group))
+            b = None if bs[0] is None else torch.cat(bs)
+            packed = torch.ops.mkldnn._reorder_linear_weight(torch.cat(ws), rows)
+            for m, forward in zip(group, stacked_forwards(packed, b, [w.shape[0] for w in ws])):
+                m.forward = forward
+                replaced.append(m)
+        for m in model.modules():
+            if type(m).__name__ in RMS_NORMS and fp32_cpu(m.weight):
+                m.forward = rms_norm_forward(m.weight, m.variance_epsilon)
+                replaced.append(m)
         yield
     finally:
         for m in replaced:
             m.__dict__.pop("forward", None)
 
 
-def packed_forward(packed: torch.Tensor, bias):
-    """A forward x [..., in] -> [..., out] over a weight packed by oneDNN. peft's per-row adapter choice
-    (adapter_names=) cannot run on one merged weight: a ValueError, not a silent wrong answer."""
-    def forward(x, *args, **kwargs):
-        if kwargs.get("adapter_names") is not None:
-            raise ValueError("sampling_weights merges one adapter setting; adapter_names= cannot be used inside")
-        return onednn_linear(x, packed, bias)
-    return forward
+def weight_and_bias(m):
+    """A linear's weight [out, in] (LoRA merged: merged_weight) and bias [out] or None."""
+    return (merged_weight(m), m.base_layer.bias) if is_lora_linear(m) else (m.weight, m.bias)
+
+
+def sibling_groups(model, layers: list) -> list[list]:
+    """`layers` cut into the groups that become one product: a SIBLINGS group when all its members are among
+    `layers` with the same input size and all or none have a bias; every other layer alone."""
+    ids, grouped, groups = {id(m) for m in layers}, set(), []
+    for parent in model.modules():
+        for names in SIBLINGS:
+            group = [getattr(parent, n, None) for n in names]
+            if all(id(m) in ids for m in group):
+                (w0, b0), rest = weight_and_bias(group[0]), [weight_and_bias(m) for m in group[1:]]
+                if all(w.shape[1] == w0.shape[1] and (b is None) == (b0 is None) for w, b in rest):
+                    groups.append(group)
+                    grouped.update(id(m) for m in group)
+    return groups + [[m] for m in layers if id(m) not in grouped]
+
+
+def stacked_forwards(packed: torch.Tensor, bias, sizes: list[int]) -> list:
+    """One forward per layer of a group whose weights are stacked in `packed` [sum(sizes), in]: the first call
+    with an input x computes y = x packed^T + bias once, [..., sum(sizes)], and each layer returns its slice of
+    it [..., sizes[i]] (a view); a call with another tensor, or with x changed in place since, computes anew.
+    peft's per-row adapter choice (adapter_names=) cannot run on one merged weight: a ValueError, not a
+    silent wrong answer."""
+    last = {}  # the latest input, its version counter and the outputs computed from it
+
+    def forward_of(i):
+        def forward(x, *args, **kwargs):
+            if kwargs.get("adapter_names") is not None:
+                raise ValueError("sampling_weights merges one adapter setting; adapter_names= cannot be used inside")
+            if last.get("x") is not x or last["version"] != x._version:
+                last.update(x=x, version=x._version, ys=onednn_linear(x, packed, bias).split(sizes, dim=-1))
+            return last["ys"][i]
+        return forward
+    return [forward_of(i) for i in range(len(sizes))]
+
+
+def rms_norm_forward(weight, eps: float):
+    """x [..., d] -> w * x / sqrt(mean(x^2) + eps), one kernel (the float32 RMSNorm of RMS_NORMS)."""
+    return lambda x: torch.nn.functional.rms_norm(x, weight.shape, weight, eps)
 
 
 def release_memory() -> None:

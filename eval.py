@@ -14,7 +14,7 @@ each run in its own mode (plan for a Planner+Coder run, direct for a single-agen
 mapcoder for the four-role chain, ...: mode_of) on every dataset, then
 report.py writes results.json, results.md (the paper-style table) and curves.png.
 Each problem's reference solution (our records' `solution`, HumanEval's prompt + canonical solution,
-MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (efficiency.py). The
+MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (scoring.py, efficiency.py). The
 JSON keeps one row per problem and system, so intervals and paired tests (stats.py) can be recomputed.
 """
 import argparse
@@ -35,12 +35,12 @@ import cache
 import coder
 import collab
 import data
-import efficiency
 import models
 import report
 import roles
 import rollout
 import sandbox
+import scoring
 import stats
 import tree
 from sandboxing import checkers
@@ -147,50 +147,6 @@ def tree_costs(t) -> list[tuple[int, int]]:
     return [tuple(x) for x in out]
 
 
-def reference_costs(problems, args) -> list:
-    """Run each problem's reference solution once, as the Coder's programs are run (coder.program).
-
-    Returns [(ET s, MU MiB) or None] per problem (efficiency.program_cost): None when the problem has
-    no solution, the solution fails, or the sandbox gives no per-test timing.
-    """
-    have = [i for i, p in enumerate(problems) if p.solution]
-    jobs = [problems[i].sandbox_job(coder.program(problems[i], problems[i].solution), args.sandbox_timeout)
-            for i in have]
-    out = [None] * len(problems)
-    for i, r in zip(have, sandbox.run_many(jobs, workers=args.workers) if jobs else []):
-        out[i] = efficiency.program_cost(r)
-    return out
-
-
-def score(problems, programs, ks, args, refs: list | None = None) -> dict:
-    """Run every program in the sandbox.
-
-    refs: [(ET s, MU MiB) or None] per problem from `reference_costs` (None: no normalised figures).
-    Returns {'pass@k': mean over problems of the unbiased estimator, 'verdicts': {verdict: count},
-    'problems': [{task_id, passed, verdicts, details, cpu_ms, peak_mb, et_ms, mu_mb, net, nmu, timed,
-    net_gt2, ref_et_ms, ref_mu_mb}]}: cpu_ms / peak_mb are means over the passing programs of the whole
-    sandboxed run (interpreter start included) and its peak RSS; et_ms ... ref_mu_mb are EffiBench's
-    per-test figures (efficiency.problem_row). None where no program passed.
-    """
-    jobs = [p.sandbox_job(prog, args.sandbox_timeout) for p, progs in zip(problems, programs) for prog in progs]
-    results = iter(sandbox.run_many(jobs, workers=args.workers))
-    refs = refs or [None] * len(problems)
-    rows = []
-    for p, progs, ref in zip(problems, programs, refs):
-        res = [next(results) for _ in progs]
-        ok = [r for r in res if r.verdict == "passed"]
-        rows.append({"task_id": p.task_id, "passed": len(ok), "verdicts": [r.verdict for r in res],
-                     **({"unsafe": True} if any(getattr(r, "unsafe", False) for r in res) else {}),  # run without namespaces
-                     "details": [r.detail for r in res],
-                     "cpu_ms": 1000 * sum(r.cpu_s for r in ok) / len(ok) if ok else None,
-                     "peak_mb": sum(r.peak_rss_mb for r in ok) / len(ok) if ok else None,
-                     **efficiency.problem_row([efficiency.program_cost(r) for r in res], ref)})
-    n = len(programs[0]) if programs else 0
-    table = {f"pass@{k}": sum(pass_at_k(n, r["passed"], k) for r in rows) / max(len(rows), 1) for k in ks}
-    verdicts = [v for r in rows for v in r["verdicts"]]
-    return {**table, "verdicts": {v: verdicts.count(v) for v in sandbox.VERDICTS if v in verdicts}, "problems": rows}
-
-
 SINGLE_PASS = ("direct", "plan")  # one program from at most two calls; every other mode makes more
 
 
@@ -224,7 +180,7 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
         costs = []  # (model calls, generated tokens) per problem
         programs, tokens = generate_programs(model, tok, probs, mode, args, adapters, costs)
         gen_s = time.perf_counter() - t
-        row = {"mode": mode, **score(probs, programs, ks, args, prefs), **tokens, "generation_s": gen_s}
+        row = {"mode": mode, **scoring.score(probs, programs, ks, args, prefs), **tokens, "generation_s": gen_s}
         for r, (c, n) in zip(row["problems"], costs):
             r["calls"], r["tokens"] = c, n
         if costs:
@@ -374,7 +330,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     for d, problems in datasets.items():
         print(f"{d}: {len(problems)} problems, n={args.n}, temperature={args.temperature}")
-        refs = reference_costs(problems, args)
+        refs = scoring.reference_costs(problems, args)
         results["references"][d] = {"with_solution": sum(bool(p.solution) for p in problems),
                                     "timed": sum(r is not None for r in refs)}
         print(f"  reference solutions: {results['references'][d]['timed']} of {len(problems)} passed with timing")

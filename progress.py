@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 import checkpoint
 import eval as evaluation
+import scoring
 
 PHASES = ["retrieval_generation", "plan_generation", "code_generation", "repair_generation", "sandbox", "old_logprobs", "reference_logprobs",
           "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
@@ -215,7 +216,7 @@ def evaluate(policy, tok, problems, args) -> dict:
     try:  # the run's own framework (eval.MODES), with its trained adapters
         programs, stats = evaluation.generate_programs(policy, tok, problems, evaluation.mode_of(chain), ns,
                                                        {r: r for r in chain})
-        res = evaluation.score(problems, programs, [1], ns)
+        res = scoring.score(problems, programs, [1], ns)
     finally:
         checkpoint.set_rng_state(saved)
     # every stat generate_programs reports (mean plan / code tokens, share of truncated codes) goes

@@ -5,7 +5,7 @@ or 1 only when every test passes (--reward all_pass), plus the efficiency bonus 
 import torch
 
 import efficiency
-import eval as evaluation
+import scoring
 import grpo
 
 
@@ -22,7 +22,7 @@ def step_rewards(rollouts, problems, args, clock) -> torch.Tensor:
     ref_times = None
     if args.efficiency_weight > 0:
         with clock("sandbox"):
-            costs = evaluation.reference_costs(problems, args)
+            costs = scoring.reference_costs(problems, args)
         ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
     rewards = rewards_of(results, (B, 1, len(coders) // B), args, ref_times)  # [B, 1, programs per problem]
     for i, r in zip(coders, rewards.flatten().tolist()):

@@ -82,6 +82,46 @@ def test_sampling_weights_merge_lora_and_restore_the_policy(tokenizer):
         assert (policy(ids).logits - base).abs().max() < 1e-5
 
 
+def test_sampling_weights_fuse_siblings_and_norms(tokenizer, monkeypatch):
+    """Inside sampling_weights a tiny Qwen2 (2 layers, q|k|v with biases) makes 2 x 4 + 1 oneDNN products per
+    forward (q|k|v, o, gate|up, down per layer and the LM head) in place of 2 x 7 + 1, and 5 F.rms_norm calls
+    (2 per layer and the final norm), with the same logits as outside (1e-5). A sibling called on its own with
+    another input returns x W^T + b of its own weight (k_proj on a new x after q_proj ran: the stored slice of
+    the earlier input would be wrong), and an input changed in place is computed anew.
+    Catches: the stacked bias left out (q's bias is random: an error ~0.1), slices in the wrong order (k and v
+    have the same size: swapping them changes the logits), a stale output returned for a new input."""
+    from conftest import tiny_base
+    import models
+
+    policy = models.add_role_adapters(tiny_base(tokenizer), ["coder"], r=4, alpha=8)
+    for n, p in policy.named_parameters():
+        if "lora_B" in n or "bias" in n:
+            torch.nn.init.normal_(p, std=0.05)
+    cpu_linear.install(policy)
+    policy.eval()
+    ids = torch.tensor([[5, 17, 300, 42, 7, 99]])
+    products, norms = [], []
+    real_linear, real_norm = cpu_linear.onednn_linear, torch.nn.functional.rms_norm
+    monkeypatch.setattr(cpu_linear, "onednn_linear", lambda *a: products.append(1) or real_linear(*a))
+    monkeypatch.setattr(torch.nn.functional, "rms_norm", lambda *a: norms.append(1) or real_norm(*a))
+    with torch.no_grad():
+        want = policy(ids).logits
+        products.clear()
+        with cpu_linear.sampling_weights(policy, 1):
+            got = policy(ids).logits
+            assert len(products) == 2 * 4 + 1 and len(norms) == 2 * 2 + 1
+            attn = policy.base_model.model.model.layers[0].self_attn
+            x, x2 = torch.randn(3, 64), torch.randn(3, 64)
+            q, k = attn.q_proj(x), attn.k_proj(x2)
+            x2.mul_(2)
+            v = attn.v_proj(x2)
+        merged = {n: cpu_linear.weight_and_bias(getattr(attn, n)) for n in ("q_proj", "k_proj", "v_proj")}
+    assert (got - want).abs().max() < 1e-5
+    for out, inp, name in ((q, x, "q_proj"), (k, x2 / 2, "k_proj"), (v, x2, "v_proj")):
+        w, b = merged[name]
+        assert (out - (inp @ w.T + b)).abs().max() < 1e-5, name
+
+
 def test_greedy_sampling_with_merged_weights_is_generates_on_the_embedded_model():
     """SmolLM2-135M as training loads it (float32, routed linears), a Coder adapter with random B: greedy
     rollout.sample (LoRA merged into packed weights) gives `generate`'s tokens (unmerged, unpacked) on two

@@ -71,14 +71,14 @@ def test_score_known_programs_gives_the_exact_table():
     import types
 
     import data
-    import eval as ev
+    import scoring
 
     add = data.Problem("t/add", "def add(a, b):\n", "add", ("assert add(1, 2) == 3", "assert add(0, 0) == 0"))
     neg = data.Problem("t/neg", "def neg(a):\n", "neg", ("assert neg(1) == -1",))
     programs = [["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"],
                 ["def neg(a) return -a\n", "def neg(a):\n    while True: pass\n"]]
     args = types.SimpleNamespace(sandbox_timeout=1.0, workers=2)
-    res = ev.score([add, neg], programs, [1, 2], args)
+    res = scoring.score([add, neg], programs, [1, 2], args)
     assert [p["passed"] for p in res["problems"]] == [1, 0]
     assert res["pass@1"] == pytest.approx((0.5 + 0.0) / 2) and res["pass@2"] == pytest.approx((1.0 + 0.0) / 2)
     assert res["verdicts"] == {"passed": 1, "failed": 1, "error": 1, "timeout": 1}
@@ -101,7 +101,7 @@ def test_score_keeps_per_test_efficiency_and_reference(monkeypatch):
     import types
 
     import data
-    import eval as ev
+    import scoring
     import sandbox
 
     a = data.Problem("t/a", 'def f(x):\n    """x"""\n', "f", ("assert f(1) == 1", "assert f(2) == 2"), solution="def f(x):\n    return x\n")
@@ -117,9 +117,9 @@ def test_score_keeps_per_test_efficiency_and_reference(monkeypatch):
 
     monkeypatch.setattr(sandbox, "run_many", fake_run_many)
     args = types.SimpleNamespace(sandbox_timeout=1.0, workers=1)
-    refs = ev.reference_costs([a, b], args)
+    refs = scoring.reference_costs([a, b], args)
     assert seen[0] == ['def f(x):\n    """x"""\n\ndef f(x):\n    return x\n'] and refs == [pytest.approx((0.004, 2.0)), None]
-    res = ev.score([a, b], [["p1", "p2"], ["q1", "q2"]], [1], args, refs)
+    res = scoring.score([a, b], [["p1", "p2"], ["q1", "q2"]], [1], args, refs)
     ra, rb = res["problems"]
     assert (ra["et_ms"], ra["mu_mb"], ra["net"], ra["nmu"], ra["timed"], ra["net_gt2"]) == \
         (pytest.approx(8.0), 4.0, pytest.approx(2.0), 2.0, 1, 0)

@@ -217,15 +217,15 @@ def test_require_sets_the_budget_and_records_it(capsys):
 
 
 def test_eval_counts_the_memory_verdict(budget):
-    """eval.score's verdict table has `memory` as a verdict of its own (not error, not timeout)."""
+    """scoring.score's verdict table has `memory` as a verdict of its own (not error, not timeout)."""
     import types
 
     import data
-    import eval as ev
+    import scoring
 
     add = data.Problem("t/add", "def add(a, b):\n", "add", ("assert add(1, 2) == 3",))
     bomb = "hold = [b'\\1' * (32 << 20) for _ in range(12)]\ndef add(a, b):\n    return a + b\n"
-    res = ev.score([add], [["def add(a, b):\n    return a + b\n", bomb]], [1], types.SimpleNamespace(sandbox_timeout=2.0,
+    res = scoring.score([add], [["def add(a, b):\n    return a + b\n", bomb]], [1], types.SimpleNamespace(sandbox_timeout=2.0,
                                                                                                     workers=2))
     assert res["verdicts"] == {"passed": 1, "memory": 1}
 

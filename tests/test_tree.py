@@ -270,7 +270,7 @@ def test_a_step_with_all_four_roles_updates_exactly_the_adapters_with_signal(tok
 def test_evaluation_tree_runs_only_the_visible_tests():
     """judge=False (eval.py scores the final programs itself): no program is run on all its tests, the
     repair rounds still run on the visible test alone. Catches: every program run twice in evaluation
-    (once here, once by eval.score), repairs skipped because no full result exists."""
+    (once here, once by scoring.score), repairs skipped because no full result exists."""
     seen = []
 
     def counting_run(jobs):
