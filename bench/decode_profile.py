@@ -1,37 +1,67 @@
-"""Where a decode step of the sampler goes: ms per step at batch 8, then torch.profiler's table by self CPU time.
+"""Where a decode step of the sampler goes: ms per step at batch 8 against the bandwidth limit, then torch.profiler's table.
 
-    python bench/decode_profile.py          # ms per decode step, ours and `generate` (grpo_bench.decode_ms)
-    python bench/decode_profile.py --prof   # and the profile of one rollout of 48 forced tokens
+    python bench/decode_profile.py                 # ms per decode step: fused and unfused sampling, `generate`
+    python bench/decode_profile.py --reps 5 --prof # five interleaved rounds, then the profile of one rollout
 
 The embedded model with a fresh (zero) Coder adapter, the first training problem, 8 samples at grpo_bench's
-temperature (1.0) and top-p (0.95), every row forced to the full length, inside cpu_linear.sampling_weights as rollout.sample runs
-it (grpo_bench.our_decode; docs/speed.md, the decode profile).
+temperature (1.0) and top-p (0.95), every row forced to the full length (the same tokens of work for every
+system), inside cpu_linear.sampling_weights as rollout.sample runs it (grpo_bench.our_decode). Systems, each
+timed by grpo_bench.decode_ms ((t(80) - t(16)) / 64: prefill excluded), in interleaved rounds so a change in
+the machine's load falls on all of them alike:
+    fused     sampling_weights as it is: q|k|v and gate|up one product each, F.rms_norm (cpu_linear.SIBLINGS,
+              RMS_NORMS)
+    unfused   the same with both switched off (one product per layer, transformers' own norm)
+    generate  transformers' `generate` on the unmerged policy (its `decode_ms` entry of the first system)
+The limit is the weights' bytes over the machine's read bandwidth (grpo_bench.read_bandwidth_gbs, best of
+five sums over 1 GiB): the time a step needs if it only read every weight once (docs/speed.md, the decode
+profile).
 """
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+import cpu_linear  # noqa: E402
 import data  # noqa: E402
 import grpo_bench  # noqa: E402
 import models  # noqa: E402
 
+SYSTEMS = {"fused": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS), "unfused": ((), set())}
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--prof", action="store_true", help="also print torch.profiler's table of one rollout")
+    ap.add_argument("--reps", type=int, default=2, help="interleaved rounds of every system")
+    ap.add_argument("--prof", action="store_true", help="also print torch.profiler's table of one fused rollout")
     a = ap.parse_args()
     torch.manual_seed(0)
     base, tok = models.load_base(models.EMBEDDED, "cpu", "none", "auto")
+    weights = sum(p.numel() * p.element_size() for p in base.parameters())  # tied embeddings counted once
     policy = models.add_role_adapters(base, models.ROLES, grpo_bench.LORA_R, grpo_bench.LORA_ALPHA)
     policy.set_adapter("coder")
     problem = data.load("train")[0]
-    for _ in range(2):
-        ms = grpo_bench.decode_ms(policy, tok, problem, 16, 80)
-        print(f"ms per decode step at batch {grpo_bench.GROUP}: ours {ms['ours']:.1f}, generate {ms['generate']:.1f}",
-              flush=True)
+    ms = {name: [] for name in [*SYSTEMS, "generate"]}
+    for rep in range(a.reps):
+        for name, (siblings, norms) in SYSTEMS.items():
+            cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS = siblings, norms
+            out = grpo_bench.decode_ms(policy, tok, problem, 16, 80)
+            ms[name].append(out["ours"])
+            if name == "fused":
+                ms["generate"].append(out["generate"])
+            print(f"round {rep + 1} {name}: {out['ours']:.1f} ms per step", flush=True)
+    cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS = SYSTEMS["fused"]
+    bw = grpo_bench.read_bandwidth_gbs()
+    limit = 1000 * weights / (bw * 1e9)
+    print(f"\ndecode at batch {grpo_bench.GROUP}, 64 forced tokens a row; limit {limit:.1f} ms = {weights / 1e6:.0f} MB "
+          f"of weights / {bw:.1f} GB/s read bandwidth\n\n| system | ms per step, median (min-max) | x limit |\n|---|---|---|")
+    for name, v in ms.items():
+        med = statistics.median(v)
+        print(f"| {name} | {med:.1f} ({min(v):.1f}-{max(v):.1f}) | {med / limit:.1f} |")
+    f, u = statistics.median(ms["fused"]), statistics.median(ms["unfused"])
+    print(f"\nfused/unfused {f / u:.2f}x")
     if a.prof:
         from torch.profiler import ProfilerActivity, profile
         run, _ = grpo_bench.our_decode(policy, tok, problem)
