@@ -20,8 +20,9 @@ layers (models.load_base), so LoRA's own small linears stay plain. CORE_CODE_MAT
 While sampling (`sampling_weights`: no gradients, the weights fixed for the whole rollout) each LoRA layer
 is folded into one matrix, W' = W + s B A with peft's scaling s (alpha/r; the LoRA paper's merge for
 inference, Hu et al. 2021, section 4.1), and every weight is packed once into oneDNN's blocked layout:
-one product per layer instead of three; the layers that read the same input (attention's q, k, v; the MLP's
-gate, up) then run as one product on their stacked weights, and the RMS norms as one kernel each. Measured (same machine and day, a decode step of SmolLM2-135M at
+one product per layer instead of three; the layers that read the same input (attention's q, k, v; the
+MLP's gate, up) then run as one product on their stacked weights, and the RMS norms as one kernel each.
+Measured before that fusion (same machine and day, a decode step of SmolLM2-135M at
 batch 8 with a LoRA adapter on q, k, v, o, oneDNN products in both): 83.5 and 93.2 ms unmerged, 49.5 and
 56.6 ms merged and packed (two runs each, interleaved), for 0.3 s of merging and packing per rollout and a
 packed copy of the weights while it lasts (513 MiB for SmolLM2-135M in float32).
@@ -183,17 +184,24 @@ def stacked_forwards(packed: torch.Tensor, bias, sizes: list[int]) -> list:
     """One forward per layer of a group whose weights are stacked in `packed` [sum(sizes), in]: the first call
     with an input x computes y = x packed^T + bias once, [..., sum(sizes)], and each layer returns its slice of
     it [..., sizes[i]] (a view); a call with another tensor, or with x changed in place since, computes anew.
+    Once every layer of the group has its slice, the group lets go of y (held by all 30 layers' groups until
+    the next step, a prefill's outputs would add hundreds of MiB to the peak RSS of a rollout).
     peft's per-row adapter choice (adapter_names=) cannot run on one merged weight: a ValueError, not a
     silent wrong answer."""
-    last = {}  # the latest input, its version counter and the outputs computed from it
+    last = {}  # the latest input, its version counter, the outputs computed from it and the layers still to serve
 
     def forward_of(i):
         def forward(x, *args, **kwargs):
             if kwargs.get("adapter_names") is not None:
                 raise ValueError("sampling_weights merges one adapter setting; adapter_names= cannot be used inside")
-            if last.get("x") is not x or last["version"] != x._version:
-                last.update(x=x, version=x._version, ys=onednn_linear(x, packed, bias).split(sizes, dim=-1))
-            return last["ys"][i]
+            if last.get("x") is not x or last["version"] != x._version or i not in last["left"]:
+                last.update(x=x, version=x._version, ys=onednn_linear(x, packed, bias).split(sizes, dim=-1),
+                            left=set(range(len(sizes))))
+            y = last["ys"][i]
+            last["left"].discard(i)
+            if not last["left"]:
+                last.clear()
+            return y
         return forward
     return [forward_of(i) for i in range(len(sizes))]
 

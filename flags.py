@@ -35,7 +35,7 @@ def get_args(argv=None):
     a("--max-code-tokens", type=int, default=128, help="token budget of a program")
     a("--temperature", type=float, default=0.7, help="sampling temperature of the rollouts")
     a("--top-p", type=float, default=0.95, help="nucleus sampling of the rollouts (1: off)")
-    a("--lr", type=float, default=2e-4, help="AdamW learning rate of the GRPO stage (LoRA weights only)")
+    a("--lr", type=float, default=5e-5, help="AdamW learning rate of the GRPO stage (LoRA weights only; chosen by held-out pass@1: docs/experiments.md)")
     a("--beta", type=float, default=0.0, help="KL weight (k3 estimator, reference = adapters off)")
     a("--epsilon", type=float, default=0.2, help="clip eps_low")
     a("--epsilon-high", type=float, default=None, help="clip eps_high (default: = --epsilon; DAPO: 0.28)")
@@ -77,7 +77,7 @@ def get_args(argv=None):
     a("--sandbox-memory", type=int, default=2048, help="MiB for all of one program's processes and files together "
       "(a cgroup per run where one can be made, else a watchdog: python sandbox.py --check)")
     a("--init", default=None, help="start from the adapters of an earlier run folder")
-    a("--sft-steps", type=int, default=20, help="cold-start SFT steps per role before GRPO (0: none)")
+    a("--sft-steps", type=int, default=10, help="cold-start SFT steps per role before GRPO (0: none; chosen by held-out pass@1)")
     a("--sft-batch", type=int, default=8, help="pairs per cold-start SFT step")
     a("--sft-lr", type=float, default=2e-4, help="AdamW learning rate of the SFT stage")
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")

@@ -87,9 +87,13 @@ def test_sampling_weights_fuse_siblings_and_norms(tokenizer, monkeypatch):
     forward (q|k|v, o, gate|up, down per layer and the LM head) in place of 2 x 7 + 1, and 5 F.rms_norm calls
     (2 per layer and the final norm), with the same logits as outside (1e-5). A sibling called on its own with
     another input returns x W^T + b of its own weight (k_proj on a new x after q_proj ran: the stored slice of
-    the earlier input would be wrong), and an input changed in place is computed anew.
+    the earlier input would be wrong), an input changed in place is computed anew, and once q, k, v each have
+    their slice the product is let go.
     Catches: the stacked bias left out (q's bias is random: an error ~0.1), slices in the wrong order (k and v
-    have the same size: swapping them changes the logits), a stale output returned for a new input."""
+    have the same size: swapping them changes the logits), a stale output returned for a new input, a group
+    that holds its last product after every sibling took its slice (a prefill's outputs kept in all layers)."""
+    import weakref
+
     from conftest import tiny_base
     import models
 
@@ -115,6 +119,11 @@ def test_sampling_weights_fuse_siblings_and_norms(tokenizer, monkeypatch):
             q, k = attn.q_proj(x), attn.k_proj(x2)
             x2.mul_(2)
             v = attn.v_proj(x2)
+            x3 = torch.randn(3, 64)
+            served = [attn.q_proj(x3), attn.k_proj(x3), attn.v_proj(x3)]
+            product = weakref.ref(served[0]._base)  # the group's one product [3, 64 + 32 + 32]
+            del served
+            assert product() is None  # every sibling served: the group keeps nothing of it
         merged = {n: cpu_linear.weight_and_bias(getattr(attn, n)) for n in ("q_proj", "k_proj", "v_proj")}
     assert (got - want).abs().max() < 1e-5
     for out, inp, name in ((q, x, "q_proj"), (k, x2 / 2, "k_proj"), (v, x2, "v_proj")):

@@ -51,13 +51,13 @@ def test_a_time_budget_caps_the_eta_of_the_grpo_stage(monkeypatch):
 
 
 def test_plan_line_of_make_train():
-    """The defaults: load, SFT of the Planner and the Coder (20 steps each), 8 GRPO steps, no evaluation."""
+    """The defaults: load, SFT of the Planner and the Coder (10 steps each), 8 GRPO steps, no evaluation."""
     args = train.get_args([])
     run = progress.start(args, "cpu", 0, show=False)
     c = progress.COSTS
     assert [(n, st["units"]) for n, st in run.stages.items() if st["units"]] == [
-        ("load", 1), ("sft planner", 20), ("sft coder", 20), ("grpo", 8)]
-    assert run.eta_s() == pytest.approx(c["load"] + 20 * c["sft planner"] + 20 * c["sft coder"] + 8 * c["grpo"])
+        ("load", 1), ("sft planner", 10), ("sft coder", 10), ("grpo", 8)]
+    assert run.eta_s() == pytest.approx(c["load"] + 10 * c["sft planner"] + 10 * c["sft coder"] + 8 * c["grpo"])
     assert run.plan_line().startswith("will run: load ~0:")
     assert progress.start(train.get_args(["--model", "Qwen2.5-Coder-1.5B"]), "cuda", 0, show=False).eta_s() is None
 
