@@ -167,14 +167,15 @@ def weight_and_bias(m):
 
 def sibling_groups(model, layers: list) -> list[list]:
     """`layers` cut into the groups that become one product: a SIBLINGS group when all its members are among
-    `layers` with the same input size and all or none have a bias; every other layer alone."""
+    `layers` with the same input size and all or none have a bias; every other layer alone. Read from the base
+    linears (a LoRA layer's base_layer): merging changes neither, so no weight is merged here."""
     ids, grouped, groups = {id(m) for m in layers}, set(), []
     for parent in model.modules():
         for names in SIBLINGS:
             group = [getattr(parent, n, None) for n in names]
             if all(id(m) in ids for m in group):
-                (w0, b0), rest = weight_and_bias(group[0]), [weight_and_bias(m) for m in group[1:]]
-                if all(w.shape[1] == w0.shape[1] and (b is None) == (b0 is None) for w, b in rest):
+                bases = [m.base_layer if is_lora_linear(m) else m for m in group]
+                if len({(b.in_features, b.bias is None) for b in bases}) == 1:
                     groups.append(group)
                     grouped.update(id(m) for m in group)
     return groups + [[m] for m in layers if id(m) not in grouped]
