@@ -1,6 +1,6 @@
 """Programs judged in the sandbox: pass@k, the verdicts, and the efficiency of the correct ones.
 
-    rows = scoring.score(problems, programs, ks=[1], args)     # programs: [[source] * n] per problem
+    table = scoring.score(problems, programs, [1], args)    # programs: [[source] * n] per problem
 
 Every program runs in the sandbox against its problem's tests (Problem.sandbox_job); the verdict is the
 sandbox's, never the program's own output. pass@k is the unbiased estimator of Chen et al. 2021 (stats.py)
