@@ -6,6 +6,10 @@ A result is stored under a key: the SHA-256 of everything that decides it (the b
 mode and the bytes of its adapter files, the problems' task ids, the sampling and token budgets, the sandbox's
 limit, the checker). Change any of them and the key changes, so a stale result is never reused; the file
 name only says what it holds. Files are written atomically (a stopped run never leaves half a result).
+
+A long set (MBPP's 500 problems: most of an hour for one system on 2 cores) is also stored batch by batch as
+its programs are generated (Batches, under <cache>/batches/), so a run stopped inside a set resumes at the
+batch it was in instead of at the set's start.
 """
 import hashlib
 import json
@@ -60,3 +64,27 @@ def put(cache_dir, system: str, dataset: str, k: str, row: dict):
     f = path(cache_dir, system, dataset)
     f.parent.mkdir(parents=True, exist_ok=True)
     report.write_text_atomic(f, json.dumps({"key": k, "system": system, "dataset": dataset, "row": row}))
+
+
+class Batches:
+    """The generated programs of one system on one set, one file per batch of problems (eval.generate_programs).
+
+    A batch is keyed as a whole result is (key(), with the batch's task ids), so a batch is reused only by the
+    same system, settings and problems; its value is whatever the caller stores (JSON)."""
+
+    def __init__(self, cache_dir, system: str, dataset: str, args, mode: str, digest: str):
+        self.dir, self.system, self.dataset = Path(cache_dir) / "batches", system, dataset
+        self.args, self.mode, self.digest = args, mode, digest
+
+    def _where(self, task_ids: list) -> tuple[str, str]:
+        k = key(self.args, self.mode, self.digest, task_ids)
+        return f"{self.dataset}__{k[:16]}", k
+
+    def get(self, task_ids: list):
+        """The stored value of the batch of these problems, or None."""
+        name, k = self._where(task_ids)
+        return get(self.dir, self.system, name, k)
+
+    def put(self, task_ids: list, value):
+        name, k = self._where(task_ids)
+        put(self.dir, self.system, name, k, value)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import cache
 import data
 import eval as ev
 import paper
@@ -61,7 +62,7 @@ def test_cache_skips_a_done_result_and_recomputes_a_changed_one(monkeypatch, tmp
     budget (a different key) computes again. A multi-call mode sees the seeded --multi-sample subset only."""
     generated = []
 
-    def fake_generate(model, tok, problems, mode, args, adapters, costs=None):
+    def fake_generate(model, tok, problems, mode, args, adapters, costs=None, batches=None):
         generated.append((mode, len(problems)))
         costs += [(1, 5)] * len(problems)
         return [["prog"] for _ in problems], {"plan_tokens": None, "code_tokens": 5.0, "truncated_codes": 0.0}
@@ -81,6 +82,40 @@ def test_cache_skips_a_done_result_and_recomputes_a_changed_one(monkeypatch, tmp
     args.max_code_tokens = 16
     ev.run_systems(None, None, probs, systems[:1], [1], args, None, "val", {})
     assert generated[-1] == ("direct", 4) and len(generated) == 3
+
+
+def test_a_stopped_set_resumes_at_its_batch(monkeypatch, tmp_path):
+    """Five problems in batches of 2: the first run stops in its third batch (the sampler raises); the rerun
+    with the same store generates that batch only, and its programs, (calls, tokens) and token means equal
+    those of a run that never stopped. Another token budget (another key) reuses no batch."""
+    calls = []
+
+    def fake_sample(model, tok, chats, n, *a, **k):
+        names = [c[-1]["content"].split("`")[1] for c in chats]
+        calls.append(names)
+        if names == ["f4"] and stop:
+            raise KeyboardInterrupt
+        return _Rows([f"```python\ndef {x}(): return {len(x) * 'x'!r}\n```" for x in names])
+
+    monkeypatch.setattr(rollout, "sample", fake_sample)
+    probs = [data.Problem(f"t/{i}", f"Write `f{i}`.", f"f{i}", ("assert True",)) for i in range(5)]
+    args = _args(batch_order="given")
+    store = lambda a: cache.Batches(tmp_path, "sys", "val", a, "direct", "d")  # noqa: E731
+    stop = True
+    with pytest.raises(KeyboardInterrupt):
+        ev.generate_programs(None, None, probs, "direct", args, None, [], store(args))
+    assert calls == [["f0", "f1"], ["f2", "f3"], ["f4"]]
+    stop, costs = False, []
+    calls.clear()
+    resumed = ev.generate_programs(None, None, probs, "direct", args, None, costs, store(args))
+    assert calls == [["f4"]]
+    whole_costs = []
+    whole = ev.generate_programs(None, None, probs, "direct", args, None, whole_costs)
+    assert resumed == whole and costs == whole_costs == [(1, 3)] * 5 and whole[1]["code_tokens"] == 3.0
+    calls.clear()
+    ev.generate_programs(None, None, probs, "direct", _args(batch_order="given", max_code_tokens=16), None, [],
+                         store(_args(batch_order="given", max_code_tokens=16)))
+    assert len(calls) == 3
 
 
 def _row(solved: list, calls=1.0, tokens=10.0) -> dict:
