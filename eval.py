@@ -181,7 +181,8 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
     """{system name: row} for systems [(name, adapters dict | None, mode)] on one problem set `name`;
     refs: the problems' reference costs (see score). With --multi-sample M, a system in a mode other than
     SINGLE_PASS sees only `subset(problems, M)`. With --cache, a result stored under the same key
-    (cache.key: digests[system] = its adapters' digest) is read instead of computed."""
+    (cache.key: digests[system] = its adapters' digest) is read instead of computed; with --cached-only a
+    system without one is left out of the rows (not computed)."""
     rows = {}
     for system, adapters, mode in systems:
         idx = subset(problems, getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None, name)
@@ -190,6 +191,9 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
         if getattr(args, "cache", None) and (row := cache.get(args.cache, system, name, k)) is not None:
             rows[system] = row
             print(f"  {system:24} cached ({cache.path(args.cache, system, name)})", flush=True)
+            continue
+        if getattr(args, "cached_only", False):  # the table so far of a comparison still running elsewhere
+            print(f"  {system:24} not in the cache yet: left out", flush=True)
             continue
         t = time.perf_counter()
         costs = []  # (model calls, generated tokens) per problem
@@ -281,6 +285,8 @@ def get_args(argv=None):
       "problem) see only a fixed seeded sample of N problems of each dataset, inside --sample's")
     a("--cache", default=None, help="a folder: every (system, dataset) result is stored there, and read back "
       "instead of recomputed when everything that decides it is unchanged (cache.py)")
+    a("--cached-only", action="store_true", help="with --cache: compute nothing, the table of the results stored so far "
+      "(a system without one is left out): e.g. the table of a `make paper` still running")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
@@ -302,6 +308,8 @@ def get_args(argv=None):
         ap.error(f"pass@{max(args.ks)} needs --n-samples >= {max(args.ks)}")
     if args.n > 1 and args.temperature <= 0:
         ap.error("--n-samples > 1 needs sampling: set --temperature > 0")
+    if args.cached_only and not args.cache:
+        ap.error("--cached-only reads the results stored by --cache: give --cache DIR")
     if args.compare and args.adapters:
         ap.error("use either --adapters or --compare")
     return args

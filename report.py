@@ -67,7 +67,10 @@ def markdown(results: dict) -> str:
         cells = [s["name"], s["mode"]]
         for d in datasets:
             rows = results["results"][d]
-            row = rows[s["name"]]
+            row = rows.get(s["name"])
+            if row is None:  # not computed (eval --cached-only: not in the cache yet)
+                cells += ["not run", ""] * len(ks) + ["–"] * len(EFF_COLS)
+                continue
             for k in ks:
                 lo, hi = stats.bootstrap_ci(stats.problem_scores(row["problems"], k))
                 refs = [(MARKS[min(i, len(MARKS) - 1)], ref) for i, ref in enumerate(s.get("against", []))]
@@ -103,7 +106,9 @@ def markdown(results: dict) -> str:
     lines.append("\nverdicts / mean tokens / generation time:\n")
     for d in datasets:
         for s in results["systems"]:
-            row = results["results"][d][s["name"]]
+            row = results["results"][d].get(s["name"])
+            if row is None:
+                continue
             toks = f"plan {row['plan_tokens']:.0f}, " if row.get("plan_tokens") is not None else ""
             calls = (f"{row['calls_per_problem']:.1f} model calls per problem, decisions by the default "
                      f"{row['fallback_rate']:.0%}; " if row.get("fallback_rate") is not None else "")  # collab

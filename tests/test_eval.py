@@ -232,3 +232,18 @@ def test_compare_adds_the_base_in_each_run_mode():
     assert ev.base_modes(["plan", "mapcoder", "direct"]) == ["direct", "plan", "mapcoder"]
     assert ev.base_modes(["plan+debug", "retrieve+plan"]) == ["direct", "plan", "plan+debug", "retrieve+plan"]
     assert ev.mode_of(["retriever", "planner", "coder", "debugger"]) == "mapcoder"
+
+
+def test_a_system_not_computed_renders_as_not_run():
+    """eval --cached-only leaves out a system whose result is not stored yet: its cells say so, the rest of
+    the table renders. Catches: KeyError on a partial table of a comparison still running."""
+    import report
+
+    row = {"pass@1": 0.5, "verdicts": {"passed": 1, "failed": 1}, "plan_tokens": None, "code_tokens": 5.0,
+           "generation_s": 1.0, "problems": [{"task_id": "a", "passed": 1, "verdicts": ["passed"]},
+                                             {"task_id": "b", "passed": 0, "verdicts": ["failed"]}]}
+    results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": {"A": row}},
+               "systems": [{"name": "A", "mode": "direct"}, {"name": "B", "mode": "plan", "against": ["A"]}]}
+    lines = report.markdown(results).splitlines()
+    assert lines[2] == "| A | direct | 50.0 | [0.0, 100.0] | – | – | – | – | – |"
+    assert lines[3] == "| B | plan | not run |  | – | – | – | – | – |"

@@ -79,7 +79,10 @@ def test_cache_skips_a_done_result_and_recomputes_a_changed_one(monkeypatch, tmp
         [probs[i].task_id for i in ev.subset(probs, 2, "val")]
     again = ev.run_systems(None, None, probs, systems, [1], args, None, "val", {})
     assert generated == [("direct", 4), ("mapcoder", 2)] and again == json.loads(json.dumps(first))
-    args.max_code_tokens = 16
+    args.cached_only = True  # the table so far: base mapcoder is stored, a new system is not
+    partial = ev.run_systems(None, None, probs, systems + [("base plan", None, "plan")], [1], args, None, "val", {})
+    assert list(partial) == ["base direct", "base mapcoder"] and len(generated) == 2
+    args.cached_only, args.max_code_tokens = False, 16
     ev.run_systems(None, None, probs, systems[:1], [1], args, None, "val", {})
     assert generated[-1] == ("direct", 4) and len(generated) == 3
 
