@@ -54,6 +54,24 @@ class FrozenLinear(torch.autograd.Function):
         return onednn_linear(grad_y, weight.t(), None), None, None
 
 
+class FrozenLinearBF16(torch.autograd.Function):
+    """FrozenLinear with the product in bfloat16: y = bf16(x) Wb^T (+ b) with Wb = bf16(W), accumulated in float32
+    by oneDNN and returned as float32; backward dL/dx = bf16(dL/dy) Wb, as float32. Each operand keeps 8 bits of
+    mantissa: outputs within ~0.4 % of the float32 product (relative to their largest, measured on the model's
+    shapes), the rounding autocast on a GPU gives (our choice for the SFT stage only: bf16_products)."""
+
+    @staticmethod
+    def forward(ctx, x, weight_bf16, bias):
+        ctx.save_for_backward(weight_bf16)
+        y = onednn_linear(x.to(torch.bfloat16), weight_bf16, None).float()
+        return y if bias is None else y + bias
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        (weight_bf16,) = ctx.saved_tensors
+        return onednn_linear(grad_y.to(torch.bfloat16), weight_bf16.t(), None).float(), None, None
+
+
 def available() -> bool:
     """Whether this torch build runs oneDNN's linear here (a one-off probe on a 2 x 2 product), and the user did
     not switch it off with CORE_CODE_MATMUL=mkl."""
@@ -77,7 +95,8 @@ class RoutedLinear(torch.nn.Linear):
         w, b = self.weight, self.bias
         trainable = w.requires_grad or (b is not None and b.requires_grad)
         if fp32_cpu(x) and fp32_cpu(w) and fp32_cpu(b) and not (torch.is_grad_enabled() and trainable):
-            return FrozenLinear.apply(x, w, b)
+            bf16 = self.__dict__.get("weight_bf16")  # set inside bf16_products only
+            return FrozenLinear.apply(x, w, b) if bf16 is None else FrozenLinearBF16.apply(x, bf16, b)
         return super().forward(x)
 
 
@@ -90,6 +109,25 @@ def install(model) -> int:
     for layer in layers:
         layer.__class__ = RoutedLinear
     return len(layers)
+
+
+@contextmanager
+def bf16_products(model, on: bool = True):
+    """Inside (when `on`): every routed frozen linear (install) multiplies in bfloat16 on a bfloat16 copy of its
+    weight (FrozenLinearBF16); the float32 weights, LoRA's own products, the norms, attention and the loss stay
+    float32. Why: on a CPU with AVX512-BF16 or AMX oneDNN's bf16 product does the same work in less time; the
+    copies cost 2 bytes a frozen weight (270 MB for SmolLM2-135M) for as long as the context lasts. The cold-start
+    SFT may use it (--sft-products), chosen by the trained model's held-out pass@1 (docs/speed.md). Nothing
+    changes without routed layers or with `on` False; the copies go on the way out, errors included."""
+    routed = [m for m in model.modules() if isinstance(m, RoutedLinear) and fp32_cpu(m.weight)
+              and not m.weight.requires_grad] if on else []
+    try:
+        for m in routed:
+            m.__dict__["weight_bf16"] = m.weight.detach().to(torch.bfloat16)
+        yield
+    finally:
+        for m in routed:
+            m.__dict__.pop("weight_bf16", None)
 
 
 def is_lora_linear(m) -> bool:

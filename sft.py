@@ -91,25 +91,27 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
     device = next(policy.parameters()).device
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
-    for i in progress.bar(range(args.sft_steps), f"sft {role}"):  # its seconds go into the run's ETA
-        t = time.perf_counter()
-        chats, targets = map(list, zip(*random.sample(pool, min(args.sft_batch, len(pool)))))
-        parts = micro_batches(tok, chats, targets, args.micro_batch, device)  # Rollouts of <= --micro-batch pairs
-        # BEGIN SOLUTION sft_step
-        n_tokens = sum(r.mask.sum() for r in parts)  # the step's target tokens: one normaliser for all parts
-        optimizer.zero_grad(set_to_none=True)
-        loss = 0.0
-        for r in parts:  # gradients add up over the parts: the full batch's gradient
-            part = -(rollout.logprobs(policy, r) * r.mask).sum() / n_tokens
-            part.backward()
-            loss += part.item()
-        torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], args.max_grad_norm)
-        optimizer.step()
-        # END SOLUTION
-        if log:
-            log.write(json.dumps({"phase": "sft", "role": role, "sft_step": i + 1, "loss": loss, **step_tokens(parts),
-                                  "time_step_s": time.perf_counter() - t,
-                                  "peak_rss_gib": progress.peak_rss_gib()}) + "\n")
+    bf16 = getattr(args, "sft_products", "float32") == "bfloat16"  # --sft-products
+    with cpu_linear.bf16_products(policy, on=bf16):  # the frozen base's products in bf16, or as they are
+        for i in progress.bar(range(args.sft_steps), f"sft {role}"):  # its seconds go into the run's ETA
+            t = time.perf_counter()
+            chats, targets = map(list, zip(*random.sample(pool, min(args.sft_batch, len(pool)))))
+            parts = micro_batches(tok, chats, targets, args.micro_batch, device)  # Rollouts of <= --micro-batch pairs
+            # BEGIN SOLUTION sft_step
+            n_tokens = sum(r.mask.sum() for r in parts)  # the step's target tokens: one normaliser for all parts
+            optimizer.zero_grad(set_to_none=True)
+            loss = 0.0
+            for r in parts:  # gradients add up over the parts: the full batch's gradient
+                part = -(rollout.logprobs(policy, r) * r.mask).sum() / n_tokens
+                part.backward()
+                loss += part.item()
+            torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], args.max_grad_norm)
+            optimizer.step()
+            # END SOLUTION
+            if log:
+                log.write(json.dumps({"phase": "sft", "role": role, "sft_step": i + 1, "loss": loss, **step_tokens(parts),
+                                      "time_step_s": time.perf_counter() - t,
+                                      "peak_rss_gib": progress.peak_rss_gib()}) + "\n")
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
         g["lr"] = args.lr
     cpu_linear.release_memory()

@@ -57,7 +57,7 @@ def test_handout_has_stubs_and_no_solution(built):
     assert '\n    raise NotImplementedError("exercise logprobs: see course/EXERCISES.md")\n' in grpo
     assert "torch.logsumexp(logits, dim=-1)" not in grpo and "torch.minimum(ratio * A" not in grpo
     sft = (out / "sft.py").read_text()
-    assert '\n        raise NotImplementedError("exercise sft_step: see course/EXERCISES.md")\n' in sft
+    assert '\n            raise NotImplementedError("exercise sft_step: see course/EXERCISES.md")\n' in sft
     marker = re.compile(r"^\s*# (BEGIN|END) SOLUTION", re.M)
     assert not [p for p in out.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".toml", "")
                 and marker.search(p.read_text(errors="ignore"))]
