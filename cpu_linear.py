@@ -117,7 +117,7 @@ def bf16_products(model, on: bool = True):
     weight (FrozenLinearBF16); the float32 weights, LoRA's own products, the norms, attention and the loss stay
     float32. Why: on a CPU with AVX512-BF16 or AMX oneDNN's bf16 product does the same work in less time; the
     copies cost 2 bytes a frozen weight (270 MB for SmolLM2-135M) for as long as the context lasts. The cold-start
-    SFT may use it (--sft-products), chosen by the trained model's held-out pass@1 (docs/speed.md). Nothing
+    SFT uses it where the CPU has native bf16 (--sft-products auto: use_bf16). Nothing
     changes without routed layers or with `on` False; the copies go on the way out, errors included."""
     routed = [m for m in model.modules() if isinstance(m, RoutedLinear) and fp32_cpu(m.weight)
               and not m.weight.requires_grad] if on else []
@@ -128,6 +128,24 @@ def bf16_products(model, on: bool = True):
     finally:
         for m in routed:
             m.__dict__.pop("weight_bf16", None)
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX-BF16, from /proc/cpuinfo's flags):
+    without either oneDNN emulates bf16 products, slower than float32 ones. False where there is no
+    /proc/cpuinfo."""
+    try:
+        flags = set(open("/proc/cpuinfo").read().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def use_bf16(setting: str) -> bool:
+    """--sft-products: 'bfloat16' yes, 'float32' no, 'auto' where oneDNN runs here and the CPU has native bf16
+    (native_bf16). The rule measured (docs/speed.md#the-cold-start-sft-step-sftpy): the same held-out
+    pass@1 within one problem of 286, the SFT step 0.70x float32's on an AMD EPYC with AVX512-BF16."""
+    return setting == "bfloat16" or (setting == "auto" and available() and native_bf16())
 
 
 def is_lora_linear(m) -> bool:

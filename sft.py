@@ -80,7 +80,8 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
     drawn at random; lr --sft-lr, then set back to --lr.
     Loss: mean over target tokens of -log pi(token) (the target's EOS included), over micro-batches of
     --micro-batch pairs (micro_batches). Each step's line: loss, tokens (prompt + target tokens of its
-    pairs), positions (what was forwarded, padding included), time_step_s. At the end freed memory goes
+    pairs), positions (what was forwarded, padding included), products (float32, or bfloat16: the frozen base's
+    products under --sft-products, cpu_linear.bf16_products), time_step_s. At the end freed memory goes
     back to the system (cpu_linear.release_memory), so the next stage starts from the model's footprint.
     Raises ValueError (one line) when the role has no pair in `problems`.
     """
@@ -91,7 +92,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
     device = next(policy.parameters()).device
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
-    bf16 = getattr(args, "sft_products", "float32") == "bfloat16"  # --sft-products
+    bf16 = cpu_linear.use_bf16(getattr(args, "sft_products", "float32"))  # --sft-products (auto: native bf16)
     with cpu_linear.bf16_products(policy, on=bf16):  # the frozen base's products in bf16, or as they are
         for i in progress.bar(range(args.sft_steps), f"sft {role}"):  # its seconds go into the run's ETA
             t = time.perf_counter()
@@ -110,6 +111,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
             # END SOLUTION
             if log:
                 log.write(json.dumps({"phase": "sft", "role": role, "sft_step": i + 1, "loss": loss, **step_tokens(parts),
+                                      "products": "bfloat16" if bf16 else "float32",
                                       "time_step_s": time.perf_counter() - t,
                                       "peak_rss_gib": progress.peak_rss_gib()}) + "\n")
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale

@@ -163,7 +163,8 @@ def test_paper_table_order_paired_test_and_steps(tmp_path):
 def test_make_paper_small_mode_end_to_end(tmp_path):
     """`make paper PAPER_SMALL=1` on the tiny model (tests/tiny_model.py) and an MBPP file in its own schema:
     decontamination, SFT, the arms train.py offers, every system on two 2-problem sets, the table; then a
-    rerun reads every (system, benchmark) result from the cache and trains nothing."""
+    rerun reads every (system, benchmark) result from the cache and trains nothing, and `make paper-so-far` gives
+    the same table from the cache alone."""
     rows = [{"task_id": i, "text": f"Write a function to add {i} to a number.", "code": f"def add_{i}(x):\n    return x + {i}",
              "test_list": [f"assert add_{i}(1) == {1 + i}", f"assert add_{i}(0) == {i}"], "test_setup_code": "",
              "challenge_test_list": []} for i in (11, 12, 13)]
@@ -189,6 +190,11 @@ def test_make_paper_small_mode_end_to_end(tmp_path):
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
     assert again.returncode == 0 and (tmp_path / "paper" / "core" / "metrics.jsonl").read_text() == steps
     assert again.stdout.count(" cached (") == 2 * len(res["systems"])
+    so_far = subprocess.run([*cmd[:2], "paper-so-far", *cmd[3:]], cwd=ROOT, capture_output=True, text=True, env=env,
+                            timeout=600)  # the table of a run still going: here every result is done
+    assert so_far.returncode == 0 and so_far.stdout.count(" cached (") == 2 * len(res["systems"])
+    rows = lambda f: [ln for ln in (tmp_path / "paper" / f).read_text().splitlines() if ln.startswith("| ")]  # noqa: E731
+    assert rows("table-so-far.md") == rows("table.md") and len(rows("table.md")) > 20
 
 
 def test_paper_training_table_and_collab_fallbacks(tmp_path):

@@ -21,18 +21,21 @@ def full_batch_loss(policy, tok, chats, targets):
     return -(rollout.logprobs(policy, r) * grpo.loss_weights(r.mask, "token")).sum()
 
 
-@pytest.mark.parametrize("routed", [False, True])
-def test_micro_batched_sft_step_equals_the_full_batch(tiny_policy, tokenizer, routed):
+@pytest.mark.parametrize("routed,products,tol", [(False, "float32", 1e-6), (True, "float32", 1e-6),
+                                                 (True, "bfloat16", 2e-2)])
+def test_micro_batched_sft_step_equals_the_full_batch(tiny_policy, tokenizer, routed, products, tol):
     """One sft.train step (lr 0: the weights stay) on 5 Coder pairs with --micro-batch 2 (parts of 2, 2, 1,
-    each padded to its own lengths): its logged loss equals the full batch's within 1e-6, and the gradient it
-    leaves equals the full batch's (max |difference| < 1e-6 relative to the largest entry), with the frozen
-    linears on the oneDNN path (routed) or plain. Catches: one normaliser per micro-batch (a part's mean, not
-    the step's), a micro-batch dropped or counted twice, the padding of a short part entering the loss."""
+    each padded to its own lengths): its logged loss equals the full batch's (float32) within tol relative, and
+    the gradient it leaves equals the full batch's (max |difference| < tol relative to the largest entry), with
+    the frozen linears on the oneDNN path (routed) or plain: tol 1e-6 in float32, 2e-2 with the frozen
+    products in bf16 (--sft-products bfloat16: 8 bits of mantissa), whose use the step's line records.
+    Catches: one normaliser per micro-batch (a part's mean, not the step's), a micro-batch dropped or counted
+    twice, the padding of a short part entering the loss, bf16 asked for and not used (or used unasked)."""
     if routed and not cpu_linear.install(tiny_policy):
         pytest.skip("oneDNN's linear is not available in this torch build")
     problems = data.load("train")[:5]
     args = train.get_args(["--sft-steps", "1", "--sft-batch", "5", "--micro-batch", "2", "--sft-lr", "0",
-                           "--max-grad-norm", "1e9"])
+                           "--max-grad-norm", "1e9", "--sft-products", products])
     tiny_policy.set_adapter("coder")
     lora = [p for n, p in tiny_policy.named_parameters() if "lora_" in n and ".coder" in n]
     random.seed(3)
@@ -47,10 +50,12 @@ def test_micro_batched_sft_step_equals_the_full_batch(tiny_policy, tokenizer, ro
     random.seed(3)
     sft.train(tiny_policy, tokenizer, problems, "coder", args, opt, log)
     line = json.loads(log.getvalue())
-    assert line["loss"] == pytest.approx(want_loss.item(), abs=1e-6)
+    assert line["loss"] == pytest.approx(want_loss.item(), rel=tol, abs=1e-6) and line["products"] == products
+    if products == "bfloat16":
+        assert line["loss"] != pytest.approx(want_loss.item(), abs=1e-7)  # the rounding shows: bf16 was used
     scale = max(g.abs().max().item() for g in want)
     assert scale > 1e-4
-    assert max((p.grad - g).abs().max().item() for p, g in zip(lora, want)) < 1e-6 * max(1.0, scale)
+    assert max((p.grad - g).abs().max().item() for p, g in zip(lora, want)) < tol * max(1.0, scale)
     n_prompt = sum(int(r.attn[:, :r.prompt_len].sum()) for r in parts)
     assert line["tokens"] == n_prompt + sum(len(tokenizer(t, add_special_tokens=False).input_ids) + 1 for t in targets)
     assert line["positions"] == sum(r.seqs.numel() for r in parts)
@@ -73,3 +78,13 @@ def test_a_micro_batch_holds_at_most_max_positions_past_its_first_pair(tokenizer
     assert by_text(capped) == [[order[0], order[1]], [order[2]], [order[3]], [order[4]]]
     plain = sft.micro_batches(tokenizer, chats, targets, 2, "cpu", max_positions=None)
     assert by_text(plain) == [[order[0], order[1]], [order[2], order[3]], [order[4]]]
+
+
+def test_sft_products_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch):
+    """--sft-products: bfloat16 and float32 as asked; auto bfloat16 only with oneDNN and native bf16 (the CPU
+    flags avx512_bf16 or amx_bf16). Catches: auto turning emulated bf16 on (slower than float32 there)."""
+    for has_onednn, native, want in [(True, True, True), (True, False, False), (False, True, False)]:
+        monkeypatch.setattr(cpu_linear, "available", lambda: has_onednn)
+        monkeypatch.setattr(cpu_linear, "native_bf16", lambda: native)
+        assert cpu_linear.use_bf16("auto") is want
+        assert cpu_linear.use_bf16("bfloat16") and not cpu_linear.use_bf16("float32")
