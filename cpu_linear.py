@@ -117,7 +117,7 @@ def bf16_products(model, on: bool = True):
     weight (FrozenLinearBF16); the float32 weights, LoRA's own products, the norms, attention and the loss stay
     float32. Why: on a CPU with AVX512-BF16 or AMX oneDNN's bf16 product does the same work in less time; the
     copies cost 2 bytes a frozen weight (270 MB for SmolLM2-135M) for as long as the context lasts. The cold-start
-    SFT uses it where the CPU has native bf16 (--sft-products auto: use_bf16). Nothing
+    SFT uses it when asked (--sft-products: use_bf16). Nothing
     changes without routed layers or with `on` False; the copies go on the way out, errors included."""
     routed = [m for m in model.modules() if isinstance(m, RoutedLinear) and fp32_cpu(m.weight)
               and not m.weight.requires_grad] if on else []
@@ -143,8 +143,7 @@ def native_bf16() -> bool:
 
 def use_bf16(setting: str) -> bool:
     """--sft-products: 'bfloat16' yes, 'float32' no, 'auto' where oneDNN runs here and the CPU has native bf16
-    (native_bf16). The rule measured (docs/speed.md#the-cold-start-sft-step-sftpy): the same held-out
-    pass@1 within one problem of 286, the SFT step 0.70x float32's on an AMD EPYC with AVX512-BF16."""
+    (native_bf16), where bf16 products are faster than float32 ones (docs/speed.md#the-frozen-products-in-bf16---sft-products)."""
     return setting == "bfloat16" or (setting == "auto" and available() and native_bf16())
 
 

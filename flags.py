@@ -80,9 +80,10 @@ def get_args(argv=None):
     a("--sft-steps", type=int, default=10, help="cold-start SFT steps per role before GRPO (0: none; chosen by held-out pass@1)")
     a("--sft-batch", type=int, default=8, help="pairs per cold-start SFT step")
     a("--sft-lr", type=float, default=2e-4, help="AdamW learning rate of the SFT stage")
-    a("--sft-products", default="auto", choices=["auto", "float32", "bfloat16"],
-      help="CPU, float32 model: the SFT stage's frozen products in bfloat16 (cpu_linear.bf16_products); auto: "
-           "where the CPU has native bf16 (AVX512-BF16, AMX), chosen by held-out pass@1 and time (docs/speed.md)")
+    a("--sft-products", default="float32", choices=["float32", "bfloat16", "auto"],
+      help="CPU, float32 model: the SFT stage's frozen products in bfloat16 (cpu_linear.bf16_products: 0.70x the "
+           "SFT step, the same held-out pass@1, ~0.1-0.3 GiB more peak RSS after it: docs/speed.md); auto: bfloat16 "
+           "where the CPU has native bf16 (AVX512-BF16, AMX), else float32")
     a("--lora-r", type=int, default=16, help="LoRA rank of every role's adapter")
     a("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
     a("--micro-batch", type=int, default=2, help="rows per forward/backward (gradient accumulation; memory ~ this)")

@@ -92,7 +92,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
     device = next(policy.parameters()).device
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
-    bf16 = cpu_linear.use_bf16(getattr(args, "sft_products", "float32"))  # --sft-products (auto: native bf16)
+    bf16 = cpu_linear.use_bf16(getattr(args, "sft_products", "float32"))  # --sft-products
     with cpu_linear.bf16_products(policy, on=bf16):  # the frozen base's products in bf16, or as they are
         for i in progress.bar(range(args.sft_steps), f"sft {role}"):  # its seconds go into the run's ETA
             t = time.perf_counter()
