@@ -117,8 +117,8 @@ def bf16_products(model, on: bool = True):
     weight (FrozenLinearBF16); the float32 weights, LoRA's own products, the norms, attention and the loss stay
     float32. Why: on a CPU with AVX512-BF16 or AMX oneDNN's bf16 product does the same work in less time; the
     copies cost 2 bytes a frozen weight (270 MB for SmolLM2-135M) for as long as the context lasts. The cold-start
-    SFT uses it when asked (--sft-products: use_bf16). Nothing
-    changes without routed layers or with `on` False; the copies go on the way out, errors included."""
+    SFT uses it when asked (--sft-products: use_bf16). Nothing changes without routed layers or with `on` False;
+    the copies go on the way out, errors included."""
     routed = [m for m in model.modules() if isinstance(m, RoutedLinear) and fp32_cpu(m.weight)
               and not m.weight.requires_grad] if on else []
     try:
