@@ -135,7 +135,8 @@ def native_bf16() -> bool:
     without either oneDNN emulates bf16 products, slower than float32 ones. False where there is no
     /proc/cpuinfo."""
     try:
-        flags = set(open("/proc/cpuinfo").read().split())
+        with open("/proc/cpuinfo") as f:
+            flags = set(f.read().split())
     except OSError:
         return False
     return bool(flags & {"avx512_bf16", "amx_bf16"})

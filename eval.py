@@ -187,18 +187,18 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
     for system, adapters, mode in systems:
         idx = subset(problems, getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None, name)
         probs, prefs = [problems[i] for i in idx], [(refs or [None] * len(problems))[i] for i in idx]
-        k = cache.key(args, mode, (digests or {}).get(system, ""), [p.task_id for p in probs])
-        if getattr(args, "cache", None) and (row := cache.get(args.cache, system, name, k)) is not None:
+        digest, store = (digests or {}).get(system, ""), getattr(args, "cache", None)
+        k = cache.key(args, mode, digest, [p.task_id for p in probs])
+        if store and (row := cache.get(store, system, name, k)) is not None:
             rows[system] = row
-            print(f"  {system:24} cached ({cache.path(args.cache, system, name)})", flush=True)
+            print(f"  {system:24} cached ({cache.path(store, system, name)})", flush=True)
             continue
         if getattr(args, "cached_only", False):  # the table so far of a comparison still running elsewhere
             print(f"  {system:24} not in the cache yet: left out", flush=True)
             continue
         t = time.perf_counter()
         costs = []  # (model calls, generated tokens) per problem
-        batches = cache.Batches(args.cache, system, name, args, mode, (digests or {}).get(system, "")) \
-            if getattr(args, "cache", None) else None
+        batches = cache.Batches(store, system, name, args, mode, digest) if store else None
         programs, tokens = generate_programs(model, tok, probs, mode, args, adapters, costs, batches)
         gen_s = time.perf_counter() - t
         row = {"mode": mode, **scoring.score(probs, programs, ks, args, prefs), **tokens, "generation_s": gen_s}
@@ -209,8 +209,8 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
             if all(n is not None for _, n in costs):
                 row["tokens_per_problem"] = sum(n for _, n in costs) / len(costs)
         rows[system] = row
-        if getattr(args, "cache", None):
-            cache.put(args.cache, system, name, k, row)
+        if store:
+            cache.put(store, system, name, k, row)
         fb = tokens.get("fallback_rate")  # collab only
         extra = (f"  {row['calls_per_problem']:.1f} calls/problem, decisions by the default "
                  f"{'-' if fb is None else f'{fb:.0%}'}") if mode == "collab" else ""
