@@ -51,11 +51,11 @@ class Clock:
 # Seconds per unit of each stage, embedded SmolLM2-135M at the defaults, float32, 2 torch threads on a 2-core
 # AMD EPYC (AVX-512): the first guess of a run's length, which the run's own timed steps then correct.
 # Units: load once; an SFT step (--sft-batch 8); a GRPO step (2 problems x 2 plans x 4 codes, 48 + 128
-# tokens); one held-out problem evaluated. Sources: `make train` on an idle machine, 93205c0, 2026-12-04
-# (docs/running.md): load 3-5 s with the model converted (34 s the first time), SFT steps 6.9 s (Planner) and
-# 8.5 s (Coder), GRPO 18.9 s a step (median); evaluation: a rough guess, not measured. Other models and
+# tokens); one held-out problem evaluated. Sources: `make train` on an idle machine, 2026-12-04 05:32 UTC
+# (docs/running.md): load 3-5 s with the model converted (34 s the first time), SFT steps 5.9 s (Planner) and
+# 7.3 s (Coder), GRPO 20.4 s a step (medians); evaluation: a rough guess, not measured. Other models and
 # devices get no guess (the ETA comes from their own steps).
-COSTS = {"load": 5.0, "sft planner": 6.9, "sft coder": 8.5, "sft debugger": 8.5, "grpo": 18.9, "eval": 10.0}
+COSTS = {"load": 5.0, "sft planner": 5.9, "sft coder": 7.3, "sft debugger": 7.3, "grpo": 20.4, "eval": 10.0}
 
 
 class Run:
