@@ -11,9 +11,10 @@ One block per benchmark, columns:
     n            problems the system saw (multi-call systems may see a seeded subset: eval.subset)
     vs CoRe-Code difference in points and McNemar's exact p (stats.paired_test) on the problems both saw
     NET / NMU    EffiBench's normalised time / memory over the problems every system of the block solves
-                 (efficiency.summary)
+                 (efficiency.summary), the systems that saw a seeded subset left out of it (their NET / NMU: –)
     calls, tokens  model calls and generated tokens per problem (eval.tree_costs)
-and the training steps each run made in its budget (its metrics.jsonl). The header states the date, the
+and the training steps each run made in its budget (its metrics.jsonl). With more than one benchmark, one more block
+pools them (pooled: every problem of every set once, the paired test over all of them). The header states the date, the
 machine (CPU model, cores), the load, the decontamination report and which systems saw which problems.
 """
 import argparse
@@ -66,14 +67,40 @@ def training(run_dir) -> dict | None:
             "reward_end": mean(steps[-3:]), "peak_rss_gib": max(rss) if rss else None}
 
 
-def block(results: dict, d: str, names: list) -> list[str]:
-    """One benchmark's rows (module docstring) as Markdown lines."""
-    rows = results["results"][d]
+def pooled(results: dict) -> dict:
+    """Every benchmark of the table as one set: {system: row} with the problems of all sets (task ids prefixed by
+    their set, so the paired test matches a problem with itself only), pass@1 the fraction solved of all the
+    problems the system saw, calls and tokens per problem averaged over them. Systems run on every set only.
+    Our choice: one McNemar test over all the problems has the power a per-benchmark test lacks (with 664
+    problems a 2-3 point difference can show; with 164 it cannot), at the cost of mixing benchmarks."""
+    sets = results["results"]
+    out = {}
+    for s in set.intersection(*(set(rows) for rows in sets.values())):
+        problems, calls, tokens = [], 0.0, 0.0
+        for d, rows in sets.items():
+            r, n = rows[s], len(rows[s]["problems"])
+            problems += [{**p, "task_id": f"{d}::{p['task_id']}"} for p in r["problems"]]
+            calls += (r.get("calls_per_problem") or 0.0) * n
+            tokens += (r.get("tokens_per_problem") or 0.0) * n
+        n = len(problems)
+        first = next(iter(sets.values()))[s]
+        out[s] = {"problems": problems, "pass@1": sum(stats.problem_scores(problems, 1)) / n,
+                  "calls_per_problem": calls / n if first.get("calls_per_problem") is not None else None,
+                  "tokens_per_problem": tokens / n if first.get("tokens_per_problem") is not None else None}
+    return out
+
+
+def block(results: dict, d: str, names: list, rows: dict | None = None, title: str | None = None) -> list[str]:
+    """One benchmark's rows (module docstring) as Markdown lines; rows / title: another set of rows (pooled)."""
+    rows = results["results"][d] if rows is None else rows
     present = [s for s in names if s in rows]
-    eff, common = efficiency.summary({s: rows[s] for s in present})
+    most = max((len(rows[s]["problems"]) for s in present), default=0)
+    whole = [s for s in present if len(rows[s]["problems"]) == most]  # a seeded subset shares too few problems
+    eff, common = efficiency.summary({s: rows[s] for s in whole})
+    eff.update({s: {"net": None, "nmu": None} for s in present if s not in whole})
     head = ["group", "system", "pass@1 %", "95 % CI", "n", f"vs {label(REFERENCE)}: diff, p", "NET", "NMU",
             "calls", "tokens"]
-    out = [f"**{data.label(d)}** (NET / NMU over the {common} problems every system solves)\n",
+    out = [f"**{title or data.label(d)}** (NET / NMU over the {common} problems every system that saw all of them solves)\n",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in names:
         if s not in rows:
@@ -122,14 +149,17 @@ def markdown(results: dict, decontam_report: dict | None = None) -> str:
         lines.append("\n" + decontam.summary(decontam_report))
     for d in datasets:
         lines += ["", *block(results, d, names)]
+    both = pooled(results) if len(datasets) > 1 else {}
+    if both:
+        lines += ["", *block(results, None, names, both, "all sets pooled: " + " + ".join(
+            f"{data.label(d)} ({sizes[d]})" for d in datasets) + "; every problem counts once")]
     lines += ["", f"pass@1 % by benchmark (* : p < {stats.ALPHA} against {label(REFERENCE)}, McNemar's exact test):\n",
-              "| system | " + " | ".join(data.label(d) for d in datasets) + " | training steps |",
-              "|" + "---|" * (len(datasets) + 2)]
+              "| system | " + " | ".join(data.label(d) for d in datasets) + (" | pooled" if both else "")
+              + " | training steps |", "|" + "---|" * (len(datasets) + 2 + bool(both))]
     runs = {s["name"]: s.get("run") for s in results["systems"]}
     for s in names:
         cells = []
-        for d in datasets:
-            rows = results["results"][d]
+        for rows in [results["results"][d] for d in datasets] + ([both] if both else []):
             if s not in rows:
                 cells.append("not run")
                 continue

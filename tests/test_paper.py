@@ -197,6 +197,28 @@ def test_make_paper_small_mode_end_to_end(tmp_path):
     assert rows("table-so-far.md") == rows("table.md") and len(rows("table.md")) > 20
 
 
+def test_pooled_block_counts_every_problem_once_and_pairs_within_a_set():
+    """val: core solves 0-9 of 20 (2 calls each), base 0-1; io_val: core solves 1 of 5 (1 call), base 3 others.
+    Pooled over 25 problems: core 11/25 = 44.0 %, base 5/25 = 20.0 %, calls (20 x 2 + 5 x 1) / 25 = 1.8;
+    McNemar: only core 8 + 1 = 9, only base 0 + 3 = 3: p = 2 (1 + 12 + 66 + 220) / 2^12 = 0.146 (by hand).
+    The same task id in two sets is two problems (t/0 of val is not t/0 of io_val); a system run on one set only
+    has no pooled row."""
+    val = {"core": _row([1] * 10 + [0] * 10, 2.0), "base direct": _row([1, 1] + [0] * 18), "sft": _row([1] * 20)}
+    io = {"core": _row([1, 0, 0, 0, 0]), "base direct": _row([0, 1, 1, 1, 0])}
+    results = {"date": "d", "cpu": "c", "model": "m", "temperature": 0.0, "sandbox": {"mode": "root"}, "ks": [1],
+               "n": 1, "results": {"val": val, "io_val": io}, "set_sizes": {"val": 20, "io_val": 5},
+               "systems": [{"name": s, "mode": "direct"} for s in val]}
+    both = paper.pooled(results)
+    assert sorted(both) == ["base direct", "core"] and len(both["core"]["problems"]) == 25
+    assert both["core"]["pass@1"] == pytest.approx(0.44) and both["core"]["calls_per_problem"] == pytest.approx(1.8)
+    md = paper.markdown(results)
+    assert "**all sets pooled: val (20) + io_val (5); every problem counts once**" in md
+    pooled_base = [ln for ln in md.splitlines() if ln.startswith("| base | base model, direct")][-1]
+    assert " | 20.0 | " in pooled_base and " | 25 | -24.0, p = 0.146 | " in pooled_base
+    assert "| system | val | io_val | pooled | training steps |" in md
+    assert "| SFT | 100.0 * | not run | not run | – |" in md and "| CoRe-Code | 50.0 | 20.0 | 44.0 | – |" in md
+
+
 def test_paper_training_table_and_collab_fallbacks(tmp_path):
     """The training table from a run's grpo lines: 5 steps of 10, 30, 20, 50, 40 s -> median 30 s; rewards
     0.1 0.2 0.3 0.4 0.5 -> first three 0.200, last three 0.400; peak RSS the largest logged, 1.75 GiB.
