@@ -83,16 +83,15 @@ def pooled(results: dict) -> dict:
             calls += (r.get("calls_per_problem") or 0.0) * n
             tokens += (r.get("tokens_per_problem") or 0.0) * n
         n = len(problems)
-        first = next(iter(sets.values()))[s]
+        known = lambda key: all(rows[s].get(key) is not None for rows in sets.values())  # noqa: E731
         out[s] = {"problems": problems, "pass@1": sum(stats.problem_scores(problems, 1)) / n,
-                  "calls_per_problem": calls / n if first.get("calls_per_problem") is not None else None,
-                  "tokens_per_problem": tokens / n if first.get("tokens_per_problem") is not None else None}
+                  "calls_per_problem": calls / n if known("calls_per_problem") else None,
+                  "tokens_per_problem": tokens / n if known("tokens_per_problem") else None}
     return out
 
 
-def block(results: dict, d: str, names: list, rows: dict | None = None, title: str | None = None) -> list[str]:
-    """One benchmark's rows (module docstring) as Markdown lines; rows / title: another set of rows (pooled)."""
-    rows = results["results"][d] if rows is None else rows
+def block(rows: dict, title: str, names: list) -> list[str]:
+    """One benchmark's rows {system: eval row} (module docstring, or pooled's) as Markdown lines under title."""
     present = [s for s in names if s in rows]
     most = max((len(rows[s]["problems"]) for s in present), default=0)
     whole = [s for s in present if len(rows[s]["problems"]) == most]  # a seeded subset shares too few problems
@@ -100,7 +99,7 @@ def block(results: dict, d: str, names: list, rows: dict | None = None, title: s
     eff.update({s: {"net": None, "nmu": None} for s in present if s not in whole})
     head = ["group", "system", "pass@1 %", "95 % CI", "n", f"vs {label(REFERENCE)}: diff, p", "NET", "NMU",
             "calls", "tokens"]
-    out = [f"**{title or data.label(d)}** (NET / NMU over the {common} problems every system that saw all of them solves)\n",
+    out = [f"**{title}** (NET / NMU over the {common} problems every system that saw all of them solves)\n",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in names:
         if s not in rows:
@@ -148,11 +147,11 @@ def markdown(results: dict, decontam_report: dict | None = None) -> str:
     if decontam_report:
         lines.append("\n" + decontam.summary(decontam_report))
     for d in datasets:
-        lines += ["", *block(results, d, names)]
+        lines += ["", *block(results["results"][d], data.label(d), names)]
     both = pooled(results) if len(datasets) > 1 else {}
     if both:
-        lines += ["", *block(results, None, names, both, "all sets pooled: " + " + ".join(
-            f"{data.label(d)} ({sizes[d]})" for d in datasets) + "; every problem counts once")]
+        lines += ["", *block(both, "all sets pooled: " + " + ".join(f"{data.label(d)} ({sizes[d]})" for d in datasets)
+                             + "; every problem counts once", names)]
     lines += ["", f"pass@1 % by benchmark (* : p < {stats.ALPHA} against {label(REFERENCE)}, McNemar's exact test):\n",
               "| system | " + " | ".join(data.label(d) for d in datasets) + (" | pooled" if both else "")
               + " | training steps |", "|" + "---|" * (len(datasets) + 2 + bool(both))]
