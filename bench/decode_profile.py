@@ -10,7 +10,9 @@ timed by grpo_bench.decode_ms ((t(80) - t(16)) / 64: prefill excluded), in inter
 the machine's load falls on all of them alike:
     fused     sampling_weights as it is: q|k|v and gate|up one product each, F.rms_norm (cpu_linear.SIBLINGS,
               RMS_NORMS)
-    unfused   the same with both switched off (one product per layer, transformers' own norm)
+    top-64    fused, with the nucleus looked for among the 64 most likely tokens, then all V (the sampler before
+              decode.NUCLEUS_TRIES had the 1024 between them: the full sort and draw over V cost 25 ms)
+    unfused   the same as fused with both fusions switched off (one product per layer, transformers' own norm)
     generate  transformers' `generate` on the unmerged policy (its `decode_ms` entry of the first system)
 The limit is the weights' bytes over the machine's read bandwidth (grpo_bench.read_bandwidth_gbs, best of
 five sums over 1 GiB): the time a step needs if it only read every weight once (docs/speed.md, the decode
@@ -26,10 +28,12 @@ import torch
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 import cpu_linear  # noqa: E402
 import data  # noqa: E402
+import decode  # noqa: E402
 import grpo_bench  # noqa: E402
 import models  # noqa: E402
 
-SYSTEMS = {"fused": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS), "unfused": ((), set())}
+SYSTEMS = {"fused": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES),
+           "top-64": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, (64,)), "unfused": ((), set(), decode.NUCLEUS_TRIES)}
 
 
 def main():
@@ -45,14 +49,14 @@ def main():
     problem = data.load("train")[0]
     ms = {name: [] for name in [*SYSTEMS, "generate"]}
     for rep in range(a.reps):
-        for name, (siblings, norms) in SYSTEMS.items():
-            cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS = siblings, norms
+        for name, (siblings, norms, tries) in SYSTEMS.items():
+            cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = siblings, norms, tries
             out = grpo_bench.decode_ms(policy, tok, problem, 16, 80)
             ms[name].append(out["ours"])
             if name == "fused":
                 ms["generate"].append(out["generate"])
             print(f"round {rep + 1} {name}: {out['ours']:.1f} ms per step", flush=True)
-    cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS = SYSTEMS["fused"]
+    cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = SYSTEMS["fused"]
     bw = grpo_bench.read_bandwidth_gbs()
     limit = 1000 * weights / (bw * 1e9)
     print(f"\ndecode at batch {grpo_bench.GROUP}, 64 forced tokens a row; limit {limit:.1f} ms = {weights / 1e6:.0f} MB "
@@ -60,8 +64,8 @@ def main():
     for name, v in ms.items():
         med = statistics.median(v)
         print(f"| {name} | {med:.1f} ({min(v):.1f}-{max(v):.1f}) | {med / limit:.1f} |")
-    f, u = statistics.median(ms["fused"]), statistics.median(ms["unfused"])
-    print(f"\nfused/unfused {f / u:.2f}x")
+    f, u, t = (statistics.median(ms[s]) for s in ("fused", "unfused", "top-64"))
+    print(f"\nfused/unfused {f / u:.2f}x, fused/top-64 {f / t:.2f}x")
     if a.prof:
         from torch.profiler import ProfilerActivity, profile
         run, _ = grpo_bench.our_decode(policy, tok, problem)
