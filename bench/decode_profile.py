@@ -14,6 +14,9 @@ the machine's load falls on all of them alike:
               decode.NUCLEUS_TRIES had the 1024 between them: the full sort and draw over V cost 25 ms)
     unfused   the same as fused with both fusions switched off (one product per layer, transformers' own norm)
     generate  transformers' `generate` on the unmerged policy (its `decode_ms` entry of the first system)
+    products  the fused step's products alone: every packed weight of sampling_weights (the same groups,
+              cpu_linear.sibling_groups) times an input of 8 rows, one after the other, 64 passes: what the
+              step would cost if it were its products only (no attention, norms, sampling or Python)
 The limit is the weights' bytes over the machine's read bandwidth (grpo_bench.read_bandwidth_gbs, best of
 five sums over 1 GiB): the time a step needs if it only read every weight once (docs/speed.md, the decode
 profile).
@@ -21,6 +24,7 @@ profile).
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -47,7 +51,7 @@ def main():
     policy = models.add_role_adapters(base, models.ROLES, grpo_bench.LORA_R, grpo_bench.LORA_ALPHA)
     policy.set_adapter("coder")
     problem = data.load("train")[0]
-    ms = {name: [] for name in [*SYSTEMS, "generate"]}
+    ms = {name: [] for name in [*SYSTEMS, "generate", "products"]}
     for rep in range(a.reps):
         for name, (siblings, norms, tries) in SYSTEMS.items():
             cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = siblings, norms, tries
@@ -56,6 +60,7 @@ def main():
             if name == "fused":
                 ms["generate"].append(out["generate"])
             print(f"round {rep + 1} {name}: {out['ours']:.1f} ms per step", flush=True)
+        ms["products"].append(products_ms(policy, grpo_bench.GROUP, 64))
     cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = SYSTEMS["fused"]
     bw = grpo_bench.read_bandwidth_gbs()
     limit = 1000 * weights / (bw * 1e9)
@@ -73,6 +78,25 @@ def main():
         with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
             run(48)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+
+
+def products_ms(policy, rows: int, passes: int) -> float:
+    """ms per pass over the products of a fused decode step: each group of cpu_linear.sibling_groups as
+    sampling_weights builds it (LoRA merged, stacked, packed for `rows` rows) times a random input [rows, in]."""
+    lora = [m for m in policy.modules() if cpu_linear.is_lora_linear(m)]
+    inner = {id(m.base_layer) for m in lora}
+    routed = [m for m in policy.modules() if isinstance(m, cpu_linear.RoutedLinear) and id(m) not in inner]
+    with torch.no_grad():
+        packed = [torch.ops.mkldnn._reorder_linear_weight(torch.cat([cpu_linear.weight_and_bias(m)[0] for m in g]), rows)
+                  for g in cpu_linear.sibling_groups(policy, lora + routed)]
+        xs = [torch.randn(rows, w.shape[1]) for w in packed]
+        for x, w in zip(xs, packed):  # warm-up: oneDNN makes its kernels on the first call
+            cpu_linear.onednn_linear(x, w, None)
+        t = time.perf_counter()
+        for _ in range(passes):
+            for x, w in zip(xs, packed):
+                cpu_linear.onednn_linear(x, w, None)
+    return 1000 * (time.perf_counter() - t) / passes
 
 
 if __name__ == "__main__":
