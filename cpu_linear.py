@@ -268,23 +268,6 @@ def rms_norm_forward(weight, eps: float):
     return lambda x: torch.nn.functional.rms_norm(x, weight.shape, weight, eps)
 
 
-MMAP_THRESHOLD = 1 << 20  # bytes: allocations this large get their own mapping (heap_in_mappings); our choice
-
-
-def heap_in_mappings(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Every allocation of at least `threshold` bytes gets a mapping of its own from glibc (mallopt's
-    M_MMAP_THRESHOLD), handed back to the system when freed. glibc's own rule moves that threshold up to 32 MiB
-    as large blocks are freed, so the activations of an SFT or GRPO step came from the heap, whose holes stay
-    resident: the default `make train` with bf16 SFT products peaked at 2.96 GiB and at 2.77 GiB with 1 MiB
-    (docs/speed.md#the-frozen-products-in-bf16---sft-products); 128 KiB cut more and doubled an SFT step's
-    time (each new mapping is zeroed page by page). The same numbers, bit for bit. Returns False where there
-    is no glibc (nothing changes)."""
-    try:
-        return ctypes.CDLL("libc.so.6").mallopt(-3, int(threshold)) == 1  # -3: M_MMAP_THRESHOLD (malloc.h)
-    except (OSError, AttributeError):
-        return False
-
-
 def release_memory() -> None:
     """Give the memory a finished stage freed back to the system: Python's garbage collector, then glibc's
     malloc_trim(0). glibc keeps freed heap pages in its arenas, so without the trim the peak of SFT's

@@ -32,7 +32,6 @@ from tqdm import tqdm
 from sandboxing import checkers
 import checkpoint
 import codedpo
-import cpu_linear
 import data
 import distributed
 import models
@@ -227,7 +226,6 @@ def setup(args) -> Run:
     run.finished = bool(run.ckpt) and checkpoint.finished(args, run_dir, run.ckpt, run.main_rank)
     if run.finished:
         return run
-    cpu_linear.heap_in_mappings()  # large blocks handed back when freed: a lower peak RSS, the same numbers
     random.seed(args.seed)
     torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
     run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set

@@ -3,6 +3,7 @@ equal work: the same pairs, the same loss.
 
     python bench/sft_bench.py                     # Coder, --sft-batch 8, --micro-batch 2, 2 rounds
     python bench/sft_bench.py --role planner --reps 1 --threads 1
+    python bench/sft_bench.py --reps 1 --prof     # then torch.profiler's table of one bf16 step
 
 One process loads the embedded SmolLM2-135M as training does (float32, the frozen linears on oneDNN:
 cpu_linear), draws --sft-batch pairs of the role with a fixed seed, and runs one step of each system per
@@ -51,8 +52,9 @@ def reset_peak_rss() -> None:
         pass
 
 
-def flop_limit_gflops(torch, cpu_linear) -> float:
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+def flop_limit_gflops(torch, cpu_linear, dtype=None) -> float:
+    """GFLOP/s of a 1024 x 1024 x 1024 product (oneDNN where it runs), float32 or `dtype`: best of 5."""
+    a, b = torch.randn(1024, 1024, dtype=dtype), torch.randn(1024, 1024, dtype=dtype)
     f = (lambda: cpu_linear.onednn_linear(a, b, None)) if cpu_linear.available() else (lambda: a @ b)
     f()
     best = float("inf")
@@ -71,6 +73,7 @@ def main():
     ap.add_argument("--reps", type=int, default=2, help="rounds of one step of each system, alternating")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     ap.add_argument("--systems", default="before,ours,bf16", help="comma list of before, ours, bf16")
+    ap.add_argument("--prof", action="store_true", help="then torch.profiler's table of one step of the last system")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     import os
@@ -135,6 +138,7 @@ def main():
                            "rss": peak_rss_gib()})
             print(f"rep {rep + 1} {s}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
     limit = statistics.median(limits)
+    bf16_limit = flop_limit_gflops(torch, cpu_linear, torch.bfloat16) if "bf16" in systems else None
     print(f"\n{a.role} SFT step, --sft-batch {a.sft_batch}, --micro-batch {a.micro_batch}; {a.reps} rounds, the systems "
           f"alternating in one process; {torch.get_num_threads()} torch threads; load average {uptime:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end")
@@ -149,7 +153,8 @@ def main():
         print(f"{s:8} {wall:8.2f} {cpu:8.2f} {max(r['rss'] for r in rows):8.2f} {rows[0]['tokens']:7d} "
               f"{rows[0]['positions']:9d} {rows[0]['tokens'] / wall:7.0f} {g:8.1f} {100 * g / limit:7.0f}%")
     print(f"FLOP limit: {limit:.1f} GFLOP/s (float32 1024^3 oneDNN product, median over the rounds); "
-          f"{rows[0]['flops'] / 1e9:.0f} GFLOP per step by our count")
+          f"{rows[0]['flops'] / 1e9:.0f} GFLOP per step by our count"
+          + (f"; bf16 products: {bf16_limit:.1f} GFLOP/s (the same product in bfloat16, after the rounds)" if bf16_limit else ""))
     for s, tol in (("ours", 1e-4), ("bf16", 1e-2)):
         if s not in summary or "before" not in summary:
             continue
@@ -158,6 +163,13 @@ def main():
             sys.exit(f"error: unequal work ({s}'s loss {summary[s][2]:.6f} against {ref:.6f}): no ratio")
         print(f"{s}/before: wall {summary[s][0] / summary['before'][0]:.2f}x, CPU {summary[s][1] / summary['before'][1]:.2f}x "
               f"(same pairs; loss {summary[s][2]:.6f}, within {tol:g} of {ref:.6f})")
+    if a.prof:  # where one step of the last system goes, by operator (self CPU time: each op's own, no children)
+        from torch.profiler import ProfilerActivity, profile
+        with cpu_linear.bf16_products(policy, on=systems[-1] == "bf16"), profile(activities=[ProfilerActivity.CPU]) as prof:
+            step(systems[-1])
+        policy.zero_grad(set_to_none=True)
+        print(f"\n{systems[-1]}, one step in torch.profiler:")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
 
 
 if __name__ == "__main__":
