@@ -18,7 +18,8 @@ the machine's load falls on all of them alike:
               cpu_linear.sibling_groups) times an input of 8 rows, one after the other, 64 passes: what the
               step would cost if it were its products only (no attention, norms, sampling or Python)
 The limit is the weights' bytes over the machine's read bandwidth (grpo_bench.read_bandwidth_gbs, best of
-five sums over 1 GiB): the time a step needs if it only read every weight once (docs/speed.md, the decode
+five sums over 1 GiB, read after each round: the median of the rounds; it moved from 29.6 to 60.1 GB/s between
+runs of one afternoon): the time a step needs if it only read every weight once (docs/speed.md, the decode
 profile).
 """
 import argparse
@@ -51,7 +52,7 @@ def main():
     policy = models.add_role_adapters(base, models.ROLES, grpo_bench.LORA_R, grpo_bench.LORA_ALPHA)
     policy.set_adapter("coder")
     problem = data.load("train")[0]
-    ms = {name: [] for name in [*SYSTEMS, "generate", "products"]}
+    ms, bws = {name: [] for name in [*SYSTEMS, "generate", "products"]}, []
     for rep in range(a.reps):
         for name, (siblings, norms, tries) in SYSTEMS.items():
             cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = siblings, norms, tries
@@ -61,11 +62,12 @@ def main():
                 ms["generate"].append(out["generate"])
             print(f"round {rep + 1} {name}: {out['ours']:.1f} ms per step", flush=True)
         ms["products"].append(products_ms(policy, grpo_bench.GROUP, 64))
+        bws.append(grpo_bench.read_bandwidth_gbs())  # it moves on this kind of machine: read once a round
     cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = SYSTEMS["fused"]
-    bw = grpo_bench.read_bandwidth_gbs()
+    bw = statistics.median(bws)
     limit = 1000 * weights / (bw * 1e9)
     print(f"\ndecode at batch {grpo_bench.GROUP}, 64 forced tokens a row; limit {limit:.1f} ms = {weights / 1e6:.0f} MB "
-          f"of weights / {bw:.1f} GB/s read bandwidth\n\n| system | ms per step, median (min-max) | x limit |\n|---|---|---|")
+          f"of weights / {bw:.1f} GB/s read bandwidth (median of the rounds' {', '.join(f'{b:.1f}' for b in bws)})\n\n| system | ms per step, median (min-max) | x limit |\n|---|---|---|")
     for name, v in ms.items():
         med = statistics.median(v)
         print(f"| {name} | {med:.1f} ({min(v):.1f}-{max(v):.1f}) | {med / limit:.1f} |")
