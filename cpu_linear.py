@@ -189,21 +189,16 @@ def sampling_weights(model, rows: int):
     be live), with any LoRA but plain LoRA (plain_lora), or with a weight that is not float32 on the CPU. The
     adapter setting at entry holds inside (set_adapter / disable_adapter inside change nothing). The model's
     parameters are not touched, and every forward is restored on the way out, errors included."""
-    lora = [m for m in model.modules() if is_lora_linear(m)]
-    inner = {id(m.base_layer) for m in lora}
-    routed = [m for m in model.modules() if isinstance(m, RoutedLinear) and id(m) not in inner]
+    lora, routed = sampling_layers(model)
     if (torch.is_grad_enabled() or model.training or not routed or not all(plain_lora(m) for m in lora)
             or not all(isinstance(m.base_layer, RoutedLinear) for m in lora)
             or not all(fp32_cpu(m.weight) and fp32_cpu(m.bias) for m in routed + [m.base_layer for m in lora])):
         yield
         return
     replaced = []
-    try:  # one group at a time: a single merged copy exists at once besides the packed ones
-        for group in sibling_groups(model, lora + routed):
-            ws, bs = zip(*(weight_and_bias(m) for m in group))
-            b = None if bs[0] is None else torch.cat(bs)
-            packed = torch.ops.mkldnn._reorder_linear_weight(torch.cat(ws), rows)
-            for m, forward in zip(group, stacked_forwards(packed, b, [w.shape[0] for w in ws])):
+    try:
+        for group, packed, b, sizes in packed_groups(model, lora + routed, rows):
+            for m, forward in zip(group, stacked_forwards(packed, b, sizes)):
                 m.forward = forward
                 replaced.append(m)
         for m in model.modules():
@@ -214,6 +209,23 @@ def sampling_weights(model, rows: int):
     finally:
         for m in replaced:
             m.__dict__.pop("forward", None)
+
+
+def sampling_layers(model) -> tuple[list, list]:
+    """The layers sampling_weights replaces: (LoRA layers, routed linears that are not a LoRA layer's base)."""
+    lora = [m for m in model.modules() if is_lora_linear(m)]
+    inner = {id(m.base_layer) for m in lora}
+    return lora, [m for m in model.modules() if isinstance(m, RoutedLinear) and id(m) not in inner]
+
+
+def packed_groups(model, layers: list, rows: int):
+    """For each group of sibling_groups(model, layers): (group, its weights [sum(sizes), in] stacked, LoRA merged
+    and packed by oneDNN for `rows` rows, the stacked bias [sum(sizes)] or None, each layer's output size). One
+    group at a time (a generator): a single merged copy exists at once besides the packed ones."""
+    for group in sibling_groups(model, layers):
+        ws, bs = zip(*(weight_and_bias(m) for m in group))
+        packed = torch.ops.mkldnn._reorder_linear_weight(torch.cat(ws), rows)
+        yield group, packed, None if bs[0] is None else torch.cat(bs), [w.shape[0] for w in ws]
 
 
 def weight_and_bias(m):

@@ -15,7 +15,7 @@ the machine's load falls on all of them alike:
     unfused   the same as fused with both fusions switched off (one product per layer, transformers' own norm)
     generate  transformers' `generate` on the unmerged policy (its `decode_ms` entry of the first system)
     products  the fused step's products alone: every packed weight of sampling_weights (the same groups,
-              cpu_linear.sibling_groups) times an input of 8 rows, one after the other, 64 passes: what the
+              cpu_linear.packed_groups) times an input of 8 rows, one after the other, 64 passes: what the
               step would cost if it were its products only (no attention, norms, sampling or Python)
 The limit is the weights' bytes over the machine's read bandwidth (grpo_bench.read_bandwidth_gbs, best of
 five sums over 1 GiB, read after each round: the median of the rounds; it moved from 29.6 to 60.1 GB/s between
@@ -83,14 +83,11 @@ def main():
 
 
 def products_ms(policy, rows: int, passes: int) -> float:
-    """ms per pass over the products of a fused decode step: each group of cpu_linear.sibling_groups as
-    sampling_weights builds it (LoRA merged, stacked, packed for `rows` rows) times a random input [rows, in]."""
-    lora = [m for m in policy.modules() if cpu_linear.is_lora_linear(m)]
-    inner = {id(m.base_layer) for m in lora}
-    routed = [m for m in policy.modules() if isinstance(m, cpu_linear.RoutedLinear) and id(m) not in inner]
+    """ms per pass over the products of a fused decode step: each packed weight as sampling_weights builds it
+    (cpu_linear.packed_groups: LoRA merged, stacked, packed for `rows` rows) times a random input [rows, in]."""
+    lora, routed = cpu_linear.sampling_layers(policy)
     with torch.no_grad():
-        packed = [torch.ops.mkldnn._reorder_linear_weight(torch.cat([cpu_linear.weight_and_bias(m)[0] for m in g]), rows)
-                  for g in cpu_linear.sibling_groups(policy, lora + routed)]
+        packed = [w for _, w, _, _ in cpu_linear.packed_groups(policy, lora + routed, rows)]
         xs = [torch.randn(rows, w.shape[1]) for w in packed]
         for x, w in zip(xs, packed):  # warm-up: oneDNN makes its kernels on the first call
             cpu_linear.onednn_linear(x, w, None)

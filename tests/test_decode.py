@@ -148,14 +148,14 @@ def softmax_at(z, T):
 
 
 def test_a_nucleus_past_64_tokens_is_found_among_the_1024_without_the_full_sort(monkeypatch):
-    """A row whose nucleus holds 300 tokens (300 equally likely tokens of mass 0.96 over a tail of 4,700):
-    next_tokens tries k = 64, then 1024, and stops there (never k = V); every draw is one of the 300, each about
-    equally often (8,000 draws over the 285 the nucleus keeps of them: about 28 each; at least 280 drawn, none 60
-    times). Catches: the middle try missing
-    (a k = V call), a nucleus cut at 64 or 1024 without falling back (draws only among 64 tokens)."""
+    """A row whose top-p 0.95 nucleus holds 286 tokens (300 equally likely tokens of mass 0.9993 over a tail of
+    4,700): next_tokens tries k = 64, then 1024, and stops there (never k = V); every draw is one of the 300, each
+    kept one about equally often (8,000 draws over 286: about 28 each; at least 280 drawn, none 60 times).
+    Catches: the middle try missing (a k = V call), a nucleus cut at 64 or 1024 without falling back (draws only
+    among 64 tokens)."""
     V = 5000
     z = torch.full((V,), -10.0)
-    z[1000:1300] = 0.0  # 300 * e^0 against 4700 * e^-10: the 300 hold 0.9998, so top-p 0.95 needs 285 of them
+    z[1000:1300] = 0.0  # 300 * e^0 against 4700 * e^-10: the 300 hold 0.9993, so top-p 0.95 keeps 286 of them
     tries = []
     real = decode.nucleus
     monkeypatch.setattr(decode, "nucleus", lambda p, top_p, k: tries.append(k) or real(p, top_p, k))
