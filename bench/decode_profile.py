@@ -20,7 +20,10 @@ the machine's load falls on all of them alike:
 The limit is the weights' bytes over the machine's read bandwidth (grpo_bench.read_bandwidth_gbs, best of
 five sums over 1 GiB, read after each round: the median of the rounds; it moved from 29.6 to 60.1 GB/s between
 runs of one afternoon): the time a step needs if it only read every weight once (docs/speed.md, the decode
-profile).
+profile). Beside it the FLOP limit, the other side of the roofline: the step's products, 2 x 8 rows x every
+linear weight's elements (LoRA merged: the base's shapes; attention on the cache left out, ~1 % of them for
+SmolLM2-135M), over the machine's float32 product rate (sft_bench.flop_limit_gflops, a 1024^3 product, also
+the median of the rounds). A step can be no faster than the larger of the two.
 """
 import argparse
 import statistics
@@ -36,6 +39,7 @@ import data  # noqa: E402
 import decode  # noqa: E402
 import grpo_bench  # noqa: E402
 import models  # noqa: E402
+import sft_bench  # noqa: E402
 
 SYSTEMS = {"fused": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES),
            "top-64": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, (64,)), "unfused": ((), set(), decode.NUCLEUS_TRIES)}
@@ -49,10 +53,11 @@ def main():
     torch.manual_seed(0)
     base, tok = models.load_base(models.EMBEDDED, "cpu", "none", "auto")
     weights = sum(p.numel() * p.element_size() for p in base.parameters())  # tied embeddings counted once
+    flops = 2 * grpo_bench.GROUP * sum(m.weight.numel() for m in base.modules() if isinstance(m, torch.nn.Linear))
     policy = models.add_role_adapters(base, models.ROLES, grpo_bench.LORA_R, grpo_bench.LORA_ALPHA)
     policy.set_adapter("coder")
     problem = data.load("train")[0]
-    ms, bws = {name: [] for name in [*SYSTEMS, "generate", "products"]}, []
+    ms, bws, rates = {name: [] for name in [*SYSTEMS, "generate", "products"]}, [], []
     for rep in range(a.reps):
         for name, (siblings, norms, tries) in SYSTEMS.items():
             cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = siblings, norms, tries
@@ -63,14 +68,17 @@ def main():
             print(f"round {rep + 1} {name}: {out['ours']:.1f} ms per step", flush=True)
         ms["products"].append(products_ms(policy, grpo_bench.GROUP, 64))
         bws.append(grpo_bench.read_bandwidth_gbs())  # it moves on this kind of machine: read once a round
+        rates.append(sft_bench.flop_limit_gflops(torch, cpu_linear))
     cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES = SYSTEMS["fused"]
-    bw = statistics.median(bws)
-    limit = 1000 * weights / (bw * 1e9)
+    bw, rate = statistics.median(bws), statistics.median(rates)
+    limit, flop_limit = 1000 * weights / (bw * 1e9), 1000 * flops / (rate * 1e9)
     print(f"\ndecode at batch {grpo_bench.GROUP}, 64 forced tokens a row; limit {limit:.1f} ms = {weights / 1e6:.0f} MB "
-          f"of weights / {bw:.1f} GB/s read bandwidth (median of the rounds' {', '.join(f'{b:.1f}' for b in bws)})\n\n| system | ms per step, median (min-max) | x limit |\n|---|---|---|")
+          f"of weights / {bw:.1f} GB/s read bandwidth (median of the rounds' {', '.join(f'{b:.1f}' for b in bws)}); "
+          f"FLOP limit {flop_limit:.1f} ms = {flops / 1e9:.2f} GFLOP of products / {rate:.1f} GFLOP/s (median of "
+          f"{', '.join(f'{r:.1f}' for r in rates)})\n\n| system | ms per step, median (min-max) | x limit | x FLOP limit |\n|---|---|---|---|")
     for name, v in ms.items():
         med = statistics.median(v)
-        print(f"| {name} | {med:.1f} ({min(v):.1f}-{max(v):.1f}) | {med / limit:.1f} |")
+        print(f"| {name} | {med:.1f} ({min(v):.1f}-{max(v):.1f}) | {med / limit:.1f} | {med / flop_limit:.1f} |")
     f, u, t = (statistics.median(ms[s]) for s in ("fused", "unfused", "top-64"))
     print(f"\nfused/unfused {f / u:.2f}x, fused/top-64 {f / t:.2f}x")
     if a.prof:
