@@ -120,7 +120,7 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
     order = sorted(range(len(problems)), key=lambda i: size(problems[i])) \
         if getattr(args, "batch_order", "length") == "length" else list(range(len(problems)))
     programs, calls, toks = {}, {}, {}
-    for s in tqdm(range(0, len(problems), args.batch_size), desc=f"{mode}", dynamic_ncols=True):
+    for s in tqdm(range(0, len(problems), args.batch_size), desc=f"eval {mode}", dynamic_ncols=True):
         batch = order[s:s + args.batch_size]
         ids = [problems[i].task_id for i in batch]
         done = batches.get(ids) if batches else None

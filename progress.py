@@ -152,7 +152,9 @@ def start(args, device: str, eval_problems: int, show: bool = True) -> Run:
 def bar(iterable, name: str, total: int | None = None, initial: int = 0, disable: bool = False):
     """tqdm over `iterable` as stage `name` of the run (start): each item's seconds go into the run's ETA,
     shown after the bar with the stage's s/step. The bar is closed while an evaluation runs (pause), so the
-    evaluation's own bar is never drawn inside it; the next step opens a new one where it left off."""
+    evaluation's own bar is never drawn inside it; after it the stage goes on in a new bar below, which counts
+    the step just done. A caller that stops after an item (train.py breaks after its last step, evaluated)
+    gets that step counted too when an evaluation ended it, so the run ends on N/N."""
     run = RUN
     if run is None:
         yield from tqdm(iterable, desc=name, total=total, initial=initial, disable=disable, dynamic_ncols=True)
@@ -163,20 +165,34 @@ def bar(iterable, name: str, total: int | None = None, initial: int = 0, disable
     st["done"] = max(st["done"], initial)  # --resume: steps done before
     total = len(iterable) if total is None else total
     count, b = initial, None
+
+    def opened():  # the stage's bar at `count` steps; its s/step and the run's ETA follow it (tqdm's own rate left out)
+        return tqdm(desc=name, total=total, initial=count, disable=disable, dynamic_ncols=True,
+                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+
+    def done(b, t, evaluating):
+        """Step count + 1 is done: its seconds (an evaluation's excluded: they are its own) into the ETA, and the
+        bar moved on; a bar an evaluation closed during the step (pause) goes on as a new one below it."""
+        run.record(name, time.perf_counter() - t - (run.stage("eval")["seconds"] - evaluating))
+        if run.open is not b:
+            b = run.open = opened()
+        b.set_postfix_str(f"{st['seconds'] / st['timed']:.1f} s/step, run ETA {clock(run.eta_s())}", refresh=False)
+        b.update(1)
+        return b
+
     try:
         for item in iterable:
             if b is None:
-                b = run.open = tqdm(desc=name, total=total, initial=count, disable=disable, dynamic_ncols=True)
+                b = run.open = opened()
             t, evaluating = time.perf_counter(), run.stage("eval")["seconds"]
-            yield item
-            run.record(name, time.perf_counter() - t - (run.stage("eval")["seconds"] - evaluating))  # eval: its own
+            try:
+                yield item
+            except GeneratorExit:  # the caller stopped: count the step if an evaluation ended it
+                if run.open is not b:
+                    done(b, t, evaluating)
+                raise
+            b = done(b, t, evaluating)
             count += 1
-            if run.open is b:
-                b.set_postfix_str(f"{st['seconds'] / st['timed']:.1f} s/step, run ETA {clock(run.eta_s())}",
-                                  refresh=False)
-                b.update(1)
-            else:  # an evaluation closed it during this step (pause): the next step opens a new one
-                b = None
     finally:
         pause()
 
@@ -228,7 +244,7 @@ def evaluate(policy, tok, problems, args) -> dict:
 
 
 def summary(run_dir: Path, wall_s: float) -> str:
-    """The run's last line: steps, wall time, first and last reward, last eval pass@1."""
+    """The run's last line: steps, wall time, first and last reward, first and last eval pass@1."""
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = [m for m in lines if m.get("phase") == "grpo"]
     evals = [m for m in lines if m.get("phase") == "eval"]
@@ -236,6 +252,8 @@ def summary(run_dir: Path, wall_s: float) -> str:
     out = f"done: {len(steps)} GRPO steps ({grpo_s:.0f} s of steps, {wall_s:.0f} s in all: loading, SFT, evaluation)"
     if steps:
         out += f", reward {steps[0]['reward']:.3f} (step 1) -> {steps[-1]['reward']:.3f} (step {steps[-1]['step']})"
-    if evals:
-        out += f", eval pass@1 {evals[-1]['eval_pass@1']:.3f} (step {evals[-1]['step']})"
+    if evals:  # the first (step 0: before training) and the last
+        first, last = evals[0], evals[-1]
+        before = f"{first['eval_pass@1']:.3f} (step {first['step']}) -> " if len(evals) > 1 else ""
+        out += f", eval pass@1 {before}{last['eval_pass@1']:.3f} (step {last['step']})"
     return out + f"; adapters, metrics and curves in {run_dir}"

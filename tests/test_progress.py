@@ -62,17 +62,37 @@ def test_plan_line_of_make_train():
     assert progress.start(train.get_args(["--model", "Qwen2.5-Coder-1.5B"]), "cuda", 0, show=False).eta_s() is None
 
 
-def test_a_paused_bar_closes_and_the_next_step_opens_a_new_one(monkeypatch):
-    """An evaluation inside step 2 (progress.pause): the GRPO bar is closed while it runs, so its bar is the
-    only one open (position 0, not drawn inside the GRPO bar), and step 3 opens a new GRPO bar at 2/3."""
+def test_a_paused_bar_goes_on_in_a_new_one_that_counts_the_step(monkeypatch):
+    """Evaluations inside steps 2 and 3 (progress.pause, as train.py evaluates after a step): the GRPO bar is
+    closed while each runs, so the evaluation's bar is the only one open (position 0, not drawn inside the GRPO
+    bar); after it the stage goes on in a new bar that counts the step just done. Step 3 breaks after its
+    evaluation, as train.py does after its last step. Three bars: 1/3 (closed by step 2's evaluation), 2/3
+    (closed by step 3's), 3/3: the run ends on 3/3, not on the 2/3 a bar closed before its step was counted
+    would show. A caller that stops inside a step with no evaluation (an error) leaves that step uncounted."""
+    made = []
+
+    class Bar(tqdm):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr(progress, "tqdm", Bar)
     run = progress.Run([("load", 1, 1.0), ("grpo", 3, 1.0)], show=False)
     monkeypatch.setattr(progress, "RUN", run)
     seen = []
     for step in progress.bar(range(1, 4), "grpo", total=3):
-        seen.append((step, run.open.n if run.open else None))
-        if step == 2:
+        seen.append((step, run.open.n))
+        if step >= 2:
             progress.pause()
             with tqdm(total=1, desc="eval") as inner:
                 seen.append(("eval open bars", len([b for b in tqdm._instances if not b.disable]), inner.pos))
-    assert seen == [(1, 0), (2, 1), ("eval open bars", 1, 0), (3, 2)]
+        if step == 3:
+            break
+    assert seen == [(1, 0), (2, 1), ("eval open bars", 1, 0), (3, 2), ("eval open bars", 1, 0)]
+    assert [(b.n, b.disable) for b in made] == [(1, True), (2, True), (3, True)]
     assert run.open is None and run.stages["grpo"]["done"] == 3
+    made.clear()
+    for step in progress.bar(range(1, 4), "sft coder", total=3):
+        if step == 2:
+            break
+    assert [(b.n, b.disable) for b in made] == [(1, True)] and run.stages["sft coder"]["done"] == 1

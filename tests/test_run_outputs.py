@@ -60,7 +60,7 @@ def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path
     assert (evald / "curves.png").exists() or "curves skipped: matplotlib is not installed" in out[-2]
     first, last = untimed(rows)[0]["reward"], untimed(rows)[-1]["reward"]
     assert re.fullmatch(rf"done: 3 GRPO steps \(\d+ s of steps, \d+ s in all: loading, SFT, evaluation\), reward {first:.3f} \(step 1\) -> {last:.3f} \(step 3\), "
-                        rf"eval pass@1 0\.500 \(step 3\); adapters, metrics and curves in {evald}", out[-1]), out[-1]
+                        rf"eval pass@1 0\.500 \(step 0\) -> 0\.500 \(step 3\); adapters, metrics and curves in {evald}", out[-1]), out[-1]
 
 
 def test_report_to_a_missing_tracker_is_one_line(tiny_run, tmp_path, monkeypatch):
