@@ -91,7 +91,7 @@ from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER 
 MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB
 #                   of it, each thread 8 MiB of stack and at most one 64 MiB malloc arena
 OUTPUT_MB = 8  # stdout + stderr, and each file the program writes
-REPORT_MB = 16  # the most we read back from one run besides I/O outputs; bounds our memory
+REPORT_MB = 16  # the most we read back from one run besides I/O outputs; with judge.MAX_ITEMS, our memory
 MAX_PROCS = 32  # processes + threads of one run (a fork bomb stops here)
 WALL_FACTOR = 3  # wall seconds allowed per CPU second, for a busy machine
 STARTUP_S = 0.5  # CPU seconds for the interpreter's start and imports (~0.02 s; numpy ~0.15 s)

@@ -124,15 +124,18 @@ def _check_as_values(setup, test):
 def plan_tests(program, tests, io_tests=(), setup=""):
     """One plan per test, in order: ("value", EXPR, LITERAL) | ("check", EXPR, LITERALS) (a
     HumanEval check made of value lines) | ("statement", test, None) | ("io", input, expected
-    output). A value test whose literal can be guessed (True, False, None) stays a value test only
-    when EXPR is a direct call of the program's own function: then a forged value is no more than
-    the function could have returned."""
+    output). A test stays a value test only when EXPR is a direct call of the program's own function,
+    f(...): EXPR runs in the program's process, so the value we compare must be the function's own
+    answer, which is all a forged one can be. Anything around the call (a helper of the setup, len,
+    set, an index) would run there too, where the program's objects decide what an == or a count says
+    (an always-equal element makes `n_in_place(xs, f(xs)) == 4` true): such a test is a statement,
+    judged in the judge process on plain data (docs/sandbox.md#h9-helpers-in-the-programs-process)."""
     functions, plans = _program_functions(program), []
     for test in tests:
         plan = _plan(test)
         if plan[0] == "statement" and "def check(" in setup:
             plan = _check_as_values(setup, test) or plan
-        if plan[0] == "value" and (plan[2] is None or isinstance(plan[2], bool)):
+        if plan[0] == "value":
             call = ast.parse(plan[1], mode="eval").body
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions):
                 plan = ("statement", test, None)
@@ -142,7 +145,9 @@ def plan_tests(program, tests, io_tests=(), setup=""):
 
 # -- decoding what the child sends: bounded (docs/sandbox.md#h4-costly-report-decoding) -------------
 
-MAX_ITEMS = 1 << 21  # objects in one report (a list of 2M ints is 10 MB of marshal)
+MAX_ITEMS = 1 << 18  # objects decoded from one run, all its reports together (an honest report: a few to a
+# few thousand); 2**18 ints cost ~10 MB and ~0.5 s here, outside the run's memory budget
+MAX_CONTAINERS = 1 << 16  # of them containers: an empty set costs 216 bytes here for 5 bytes sent
 MAX_DEPTH = 100  # nesting of containers
 MAX_SAME_HASH = 8  # keys of one set or dict with one hash: more is a collision attack (k * (2**61 - 1))
 LEAVES = {ord(c): c for c in "NFTSilgysuatAzZ."}
@@ -150,9 +155,11 @@ CONTAINERS = {ord("("): tuple, ord(")"): tuple, ord("["): list, ord("<"): set, o
 FLAG_REF = 0x80
 
 
-def loads_plain(data: bytes):
+def loads_plain(data: bytes, budget: list | None = None):
     """marshal.loads for the plain-data subset, with its cost bounded before anything is built:
-    at most MAX_ITEMS objects and MAX_DEPTH levels; marshal's back-references ('r') only to leaves
+    at most MAX_ITEMS objects, MAX_CONTAINERS of them containers, and MAX_DEPTH levels (budget: [objects,
+    containers] still allowed, shared by the calls that pass it and spent by each: Reports gives one per
+    run, so many reports cost no more than one); marshal's back-references ('r') only to leaves
     (a reference to a tuple makes a DAG whose hash costs 2**depth); no code objects; at most
     MAX_SAME_HASH keys of one hash in a set or dict (60k ints of hash 0 cost minutes to insert).
     Leaves are decoded by marshal itself, one at a time. ValueError for anything else.
@@ -160,7 +167,8 @@ def loads_plain(data: bytes):
     >>> loads_plain(marshal.dumps(("value", 1, [2.5, 10**30], {1: (b"x",)}, {3}, "é" * 2)))
     ('value', 1, [2.5, 1000000000000000000000000000000], {1: (b'x',)}, {3}, 'éé')
     """
-    refs, count, pos = [], [0], [0]
+    refs, pos = [], [0]
+    budget = [MAX_ITEMS, MAX_CONTAINERS] if budget is None else budget
 
     def take(n):
         if pos[0] + n > len(data):
@@ -180,8 +188,8 @@ def loads_plain(data: bytes):
                 raise ValueError("too many keys of one hash")
 
     def item(depth):
-        count[0] += 1
-        if count[0] > MAX_ITEMS or depth > MAX_DEPTH:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > MAX_DEPTH:
             raise ValueError("too large")
         code = take(1)[0]
         flag, code = code & FLAG_REF, code & ~FLAG_REF
@@ -207,21 +215,25 @@ def loads_plain(data: bytes):
             if value is None:  # a reference to a container (or to one not yet built)
                 raise ValueError("a back-reference to a container")
             return value
-        elif code in CONTAINERS:
-            n = size(1) if code == ord(")") else size()
-            if n < 0 or n > MAX_ITEMS:
-                raise ValueError("too large")
-            items = [item(depth + 1) for _ in range(n)]
-            if code in (ord("<"), ord(">")):
-                keyed(items)
-            value = CONTAINERS[code](items)
-        elif code == ord("{"):
-            pairs = []
-            while data[pos[0]:pos[0] + 1] != b"0":
-                pairs.append((item(depth + 1), item(depth + 1)))
-            take(1)
-            keyed(k for k, _ in pairs)
-            value = dict(pairs)
+        elif code in CONTAINERS or code == ord("{"):
+            budget[1] -= 1
+            if budget[1] < 0:
+                raise ValueError("too many containers")
+            if code == ord("{"):
+                pairs = []
+                while data[pos[0]:pos[0] + 1] != b"0":
+                    pairs.append((item(depth + 1), item(depth + 1)))
+                take(1)
+                keyed(k for k, _ in pairs)
+                value = dict(pairs)
+            else:
+                n = size(1) if code == ord(")") else size()
+                if n < 0 or n > budget[0]:
+                    raise ValueError("too large")
+                items = [item(depth + 1) for _ in range(n)]
+                if code in (ord("<"), ord(">")):
+                    keyed(items)
+                value = CONTAINERS[code](items)
         else:
             raise ValueError(f"marshal code {code:#x} is not plain data")
         if flag and (code in LEAVES or value == () and type(value) in (tuple, frozenset)):
@@ -247,6 +259,8 @@ class Reports:
 
     def __init__(self, plans, tokens, checker="strict", keep=False):
         self.plans, self.messages, self.stray = plans, [], b""
+        self.budget = [MAX_ITEMS, MAX_CONTAINERS]  # what all of the run's reports may decode into (loads_plain)
+        self.over_budget = False  # spent: the run's verdict is output_limit (judge)
         self.prefixes = {sender: token.encode() + b" " for sender, token in tokens.items()}
         self.rule, self.kept = checkers.rule(checker), {} if keep else None
 
@@ -257,9 +271,10 @@ class Reports:
                     peak, payload = line[len(prefix):].split(b" ")
                     if not PEAK.fullmatch(peak):  # KiB: at most 12 digits, no 10**400 (docs/sandbox.md#h5-malformed-report-fields)
                         return
-                    message = loads_plain(bytes.fromhex(payload.decode()))  # bounded cost (docs/sandbox.md#h4-costly-report-decoding)
+                    message = loads_plain(bytes.fromhex(payload.decode()), self.budget)  # bounded cost (docs/sandbox.md#h4-costly-report-decoding)
                     if type(message) is tuple and message and type(message[0]) is str:
                         self.messages.append((sender, int(peak), self._digest(message)))
+                self.over_budget = min(self.budget) < 0  # spent: nothing more decodes, and the run is output_limit
                 return
         if line.strip():
             self.stray = line[-300:]
@@ -314,6 +329,9 @@ def judge(tests, plans, reports, ended, judged_by):
     names = list(tests) + [f"I/O test {i + 1}" for i in range(len(plans) - len(tests))]
     n = len(plans)
     verdicts, details, timing, phases = [None] * n, [""] * n, [(None, None, None)] * n, set()
+    if reports.over_budget:  # never "passed": its reports were refused once they cost us too much (loads_plain)
+        return "output_limit", ("output_limit",) * n, (f"output_limit: the program's reports decode into more than "
+                                                        f"{MAX_ITEMS} objects or {MAX_CONTAINERS} containers"), timing
     for sender, _, (kind, *args) in reports.messages:
         with contextlib.suppress(IndexError, TypeError, ValueError, RecursionError):  # malformed: ignored
             if sender == "program" and kind == "sandbox_error" and ("program", "started") not in phases:

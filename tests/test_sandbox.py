@@ -200,6 +200,19 @@ def test_humaneval_check_of_value_lines_becomes_one_value_test():
     assert judge.plan_tests("", ["check(f, 2)"], setup=setup)[0][0] == "statement"
 
 
+def test_only_a_direct_call_of_the_programs_function_is_a_value_test():
+    """docs/sandbox.md#h9-helpers-in-the-programs-process. A value test's EXPR runs in the program's process:
+    only f(...) itself stays one (with any literal); a helper, len, set or an index around it becomes a
+    statement test, as does a function the program does not define. Catches: a helper of the setup counting
+    with the program's always-equal objects, judged as a value test (any literal)."""
+    from sandboxing import judge
+
+    tests = ["assert f([3, 1]) == [1, 3]", "assert n_in_place([3, 1], f([3, 1])) == 2", "assert len(f(1)) == 3",
+             "assert set(f(1)) == {1}", "assert f(1)[0] == 4", "assert g(1) == 2", "assert 5 == f(2)"]
+    kinds = [p[0] for p in judge.plan_tests("def f(x):\n    return x\n", tests)]
+    assert kinds == ["value", "statement", "statement", "statement", "statement", "statement", "value"]
+
+
 @pytest.mark.parametrize("program, verdict", [("def f(x):\n    return 2 * x\n", "passed"),
                                               ("def f(x):\n    return 2 * x if x < 3 else 0\n", "failed"),
                                               ("def f(x):\n    return 1 // (x - 1) + 2 * x\n", "error")])

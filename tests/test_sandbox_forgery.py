@@ -12,6 +12,7 @@ import os
 import pytest
 
 import sandbox
+from sandboxing import judge
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox needs root")
 
@@ -271,6 +272,24 @@ def f(x):
 '''
 
 
+def test_always_equal_objects_fool_no_helper_of_the_setup():
+    """docs/sandbox.md#h9-helpers-in-the-programs-process. The program sorts nothing: it returns a list whose
+    elements are equal to anything. As value tests, the setup's helper ran in the program's process and
+    counted every element as in place, so `n_in_place(...) == 4` passed with any literal. Judged in the judge
+    process, the helper sees the plain lists the program's values become, and every test fails, as it does for
+    an honest wrong program."""
+    setup = ("def n_in_place(xs, ys):\n    return sum(1 for a, b in zip(sorted(xs), ys) if a == b)\n"
+             "def is_sorted_perm(xs, ys):\n    return 1 if ys == sorted(xs) else 0\n")
+    tests = ["assert n_in_place([3, 1, 2, 9], f([3, 1, 2, 9])) == 4", "assert n_in_place([7, 5, 6], f([7, 5, 6])) == 3",
+             "assert is_sorted_perm([5, 4], f([5, 4])) == 1"]
+    cheat = "class Eq(list):\n    def __eq__(self, o):\n        return True\ndef f(xs):\n    return Eq([Eq() for _ in xs])\n"
+    for program in (cheat, "def f(xs):\n    return xs\n"):
+        r = sandbox.run_program(program, tests, setup=setup, timeout_s=2.0)
+        assert r.tests == ("failed",) * 3, (r.tests, r.detail)
+    r = sandbox.run_program("def f(xs):\n    return sorted(xs)\n", tests, setup=setup, timeout_s=2.0)
+    assert r.tests == ("passed",) * 3, r.detail
+
+
 @pytest.mark.parametrize("make", [
     # a set of 30 000 distinct ints of hash 0: quadratic to build
     'items = b"".join(marshal.dumps(k * ((1 << 61) - 1)) for k in range(1, 30001))\n'
@@ -288,6 +307,18 @@ def test_a_costly_report_is_refused_before_it_is_built(make):
     judge.loads_plain refuses them; the honest value report that follows is judged (1 != 2)."""
     r = sandbox.run_program(SEND_RAW.replace("fd = next", make + "\nfd = next", 1), ["assert f(1) == 2"], timeout_s=1.0)
     assert r.tests == ("failed",) and "got 1" in r.detail, (r.verdict, r.tests, r.detail)
+
+
+def test_reports_that_decode_into_too_much_end_the_run_as_output_limit():
+    """docs/sandbox.md#h10-reports-that-decode-into-too-much. Catches: a report of 100 000 empty sets, 5 bytes each
+    sent and 216 bytes each built here, outside the run's memory budget (1.6 million of them, in one 16 MiB line,
+    took 0.4 GB and 3.6 s of the trainer's CPU). The run's reports share one budget of objects and containers
+    (judge.loads_plain); once it is spent nothing more is decoded and the run is output_limit, never passed."""
+    make = ('MESSAGE = b")\\x06" + marshal.dumps("value") + marshal.dumps(0) + b"(" + (100000).to_bytes(4, "little")'
+            ' + b"<\\x00\\x00\\x00\\x00" * 100000 + marshal.dumps(0.0) * 3')
+    r = sandbox.run_program(SEND_RAW.replace("fd = next", make + "\nfd = next", 1), ["assert f(1) == 1"], timeout_s=1.0)
+    assert r.verdict == "output_limit" and r.tests == ("output_limit",) and "100000" not in r.detail, (r.verdict, r.detail)
+    assert f"more than {judge.MAX_ITEMS} objects or {judge.MAX_CONTAINERS} containers" in r.detail
 
 
 def test_honest_reports_with_shared_empty_tuples_decode():
