@@ -77,6 +77,62 @@ def _program_functions(program):
 
 
 @functools.lru_cache(maxsize=4096)
+def _program_classes(program):
+    """Names the program defines at its top level with `class` (empty when it does not parse)."""
+    with contextlib.suppress(Exception):
+        return frozenset(node.name for node in ast.parse(program).body if isinstance(node, ast.ClassDef))
+    return frozenset()
+
+
+@functools.lru_cache(maxsize=4096)
+def _setup_names(setup):
+    """Every name the setup binds at its top level (def, class, =, import): a program function of the same name
+    would stand in for the setup's, so a call of it is not the program's answer (plan_tests)."""
+    names = set()
+    with contextlib.suppress(Exception):
+        for node in ast.parse(setup).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            else:
+                names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return frozenset(names)
+
+
+# What a value test's EXPR may hold around the program's calls (_programs_answer): builtins that only pass on
+# what the program's values decide (their __len__, __add__, __int__, ...), arithmetic, indexing, and the
+# lambdas and comprehensions that stress tests use to make many calls. No comparison, no attribute, no name
+# of the setup: those are where trusted code or data would meet the program's objects.
+SAFE_CALLS = frozenset({"len", "sum", "int", "list", "range"})
+SAFE_NODES = (ast.Call, ast.Name, ast.Load, ast.Store, ast.Constant, ast.List, ast.Tuple, ast.BinOp, ast.UnaryOp,
+              ast.operator, ast.unaryop, ast.Subscript, ast.Slice, ast.Lambda, ast.arguments, ast.arg,
+              ast.GeneratorExp, ast.ListComp, ast.comprehension, ast.keyword)
+
+
+def _programs_answer(expr, functions, classes) -> bool:
+    """Whether EXPR's value is the program's own answer, so that a value test may compute it in the program's
+    process: f(...) or C(...).m(...) with f, C the program's own (whatever runs inside the call is the
+    program's choice); else only SAFE_NODES, names of the program's functions, SAFE_CALLS and the EXPR's own
+    lambda and loop variables, comprehensions without `if`, and at least one call of the program's."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in functions:
+        return True
+    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Call)
+            and isinstance(expr.func.value.func, ast.Name) and expr.func.value.func.id in classes):
+        return True
+    nodes = list(ast.walk(expr))
+    bound = {n.arg for n in nodes if isinstance(n, ast.arg)} | {
+        t.id for n in nodes if isinstance(n, ast.comprehension) for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    calls = [n for n in nodes if isinstance(n, ast.Call)]
+    return (all(isinstance(n, SAFE_NODES) for n in nodes)
+            and all(not n.ifs and not n.is_async for n in nodes if isinstance(n, ast.comprehension))
+            and all(n.id in functions | SAFE_CALLS | bound for n in nodes if isinstance(n, ast.Name))
+            and all(isinstance(c.func, ast.Lambda) or (isinstance(c.func, ast.Name) and c.func.id not in bound)
+                    for c in calls)
+            and any(isinstance(c.func, ast.Name) and c.func.id in functions for c in calls))
+
+
+@functools.lru_cache(maxsize=4096)
 def _check_as_values(setup, test):
     """HumanEval's `check(f)` as ONE value test when the setup's `def check(candidate)` is nothing
     but `assert candidate(LITERALS) == LITERAL` lines: ("check", "(f(a1), f(a2), ...)", (e1, e2,
@@ -124,21 +180,21 @@ def _check_as_values(setup, test):
 def plan_tests(program, tests, io_tests=(), setup=""):
     """One plan per test, in order: ("value", EXPR, LITERAL) | ("check", EXPR, LITERALS) (a
     HumanEval check made of value lines) | ("statement", test, None) | ("io", input, expected
-    output). A test stays a value test only when EXPR is a direct call of the program's own function,
-    f(...): EXPR runs in the program's process, so the value we compare must be the function's own
-    answer, which is all a forged one can be. Anything around the call (a helper of the setup, len,
-    set, an index) would run there too, where the program's objects decide what an == or a count says
-    (an always-equal element makes `n_in_place(xs, f(xs)) == 4` true): such a test is a statement,
-    judged in the judge process on plain data (docs/sandbox.md#h9-helpers-in-the-programs-process)."""
-    functions, plans = _program_functions(program), []
+    output). EXPR runs in the program's process, so a test stays a value test only when the value we compare
+    is the program's own answer, which is all a forged one can be (_programs_answer): a call of its function
+    or its class's method, or its calls inside builtins that only pass its values on. A helper of the
+    setup, a comparison or a method of our data around the call would run there too, where the program's
+    objects decide what an == or a count says (an always-equal element makes `n_in_place(xs, f(xs)) == 4`
+    true): such a test is a statement, judged in the judge process on plain data
+    (docs/sandbox.md#h9-helpers-in-the-programs-process)."""
+    ours = _setup_names(setup)
+    functions, classes, plans = _program_functions(program) - ours, _program_classes(program) - ours, []
     for test in tests:
         plan = _plan(test)
         if plan[0] == "statement" and "def check(" in setup:
             plan = _check_as_values(setup, test) or plan
-        if plan[0] == "value":
-            call = ast.parse(plan[1], mode="eval").body
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions):
-                plan = ("statement", test, None)
+        if plan[0] == "value" and not _programs_answer(ast.parse(plan[1], mode="eval").body, functions, classes):
+            plan = ("statement", test, None)
         plans.append(plan)
     return plans + [("io", str(given), str(expected)) for given, expected in io_tests]
 

@@ -200,17 +200,26 @@ def test_humaneval_check_of_value_lines_becomes_one_value_test():
     assert judge.plan_tests("", ["check(f, 2)"], setup=setup)[0][0] == "statement"
 
 
-def test_only_a_direct_call_of_the_programs_function_is_a_value_test():
-    """docs/sandbox.md#h9-helpers-in-the-programs-process. A value test's EXPR runs in the program's process:
-    only f(...) itself stays one (with any literal); a helper, len, set or an index around it becomes a
-    statement test, as does a function the program does not define. Catches: a helper of the setup counting
-    with the program's always-equal objects, judged as a value test (any literal)."""
+def test_a_value_test_computes_only_the_programs_answer():
+    """docs/sandbox.md#h9-helpers-in-the-programs-process. A value test's EXPR runs in the program's process: it
+    stays one only when its value is the program's own answer (a call of its function or its class's method,
+    or its calls inside len / sum / int / list / range, arithmetic, an index, a lambda or a comprehension of
+    stress tests); a helper of the setup, a comparison, a method of our data, set or max around the call make
+    a statement test, as do a function the program does not define and one the setup defines too. Catches: a
+    setup helper counting with the program's always-equal objects, judged as a value test."""
     from sandboxing import judge
 
-    tests = ["assert f([3, 1]) == [1, 3]", "assert n_in_place([3, 1], f([3, 1])) == 2", "assert len(f(1)) == 3",
-             "assert set(f(1)) == {1}", "assert f(1)[0] == 4", "assert g(1) == 2", "assert 5 == f(2)"]
-    kinds = [p[0] for p in judge.plan_tests("def f(x):\n    return x\n", tests)]
-    assert kinds == ["value", "statement", "statement", "statement", "statement", "statement", "value"]
+    program = "def f(x):\n    return x\ndef h(x):\n    return x\nclass Solution:\n    def m(self, a):\n        return a\n"
+    cases = {"assert f([3, 1]) == [1, 3]": "value", "assert 5 == f(2)": "value", "assert Solution().m(1) == True": "value",
+             "assert len(f(1)) == 3": "value", "assert f(1)[::2] == [4]": "value", "assert int(f(1)) == 4": "value",
+             "assert (lambda n: sum(f(n, t) for t in range(5)))(list(range(9))) == 4": "value",
+             "assert n_in_place([3, 1], f([3, 1])) == 2": "statement", "assert set(f(1)) == {1}": "statement",
+             "assert [1, 2].index(f(1)) == 0": "statement", "assert max(f(1), 0) == 0": "statement",
+             "assert sum(1 for a in f(1) if a) == 2": "statement", "assert f(1).count(2) == 1": "statement",
+             "assert g(1) == 2": "statement", "assert sum(range(3)) == 3": "statement",
+             "assert (lambda len: len(3))(f) == 3": "statement", "assert h(1) == 1": "statement"}
+    plans = judge.plan_tests(program, list(cases), setup="def h(x):\n    return 1\n")
+    assert {t: p[0] for t, p in zip(cases, plans)} == cases
 
 
 @pytest.mark.parametrize("program, verdict", [("def f(x):\n    return 2 * x\n", "passed"),
