@@ -96,7 +96,7 @@ def feedback(problem, result: sandbox.Result | None) -> str:
         given, want = io_tests[0]
         text = f"Input:\n{given.rstrip()}\nExpected output:\n{want.rstrip()}\nGot: {got}"
     else:
-        from sandboxing.judge import _plan
+        from sandboxing.kinds import _plan
 
         kind, expr, expected = _plan(tests[0])
         text = f"Test: {expr}\nExpected: {expected!r}\nGot: {got}" if kind == "value" else f"Test: {tests[0]}\nGot: {got}"

@@ -5,7 +5,7 @@ if a program can make itself look correct, the policy learns to cheat; if a run 
 processes, training dies at step 3,000. This file is the sandbox's one entry point: what a run is
 (the job, the limits, the Result, the isolation mode), run_program, run_many, self_check, require and
 `python sandbox.py --check`. Its internals live in the sandboxing/ package, one idea per file (the
-package's docstring lists them): our side of a run (process, judge, check, checkers, special_checker)
+package's docstring lists them): our side of a run (process, kinds, judge, check, checkers, special_checker)
 and the child's (runner, child, confine, io_tests, judge_process). A reader of the training loop
 needs only `run_program(...).pass_rate`, the reward.
 
@@ -19,7 +19,7 @@ One run (`run_program`):
     parent (this file, sandboxing/launch.py)    child: `python -I -S`, fresh for every program
     root: lease a uid of our own; a memory
       cgroup for the run, or the watchdog
-    plan the tests (judge.plan_tests): value,
+    plan the tests (kinds.plan_tests): value,
       statement or I/O; keep every expected
       value and output here
     spawn; the child's code, job and token on   first: join the run's cgroup; pid 1 of new
@@ -83,8 +83,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-from sandboxing import bombs, check, judge, launch, memory, process, special_checker
-from sandboxing.judge import VERDICTS, _plan  # noqa: F401  (re-exported: sandbox._plan, sandbox.VERDICTS)
+from sandboxing import bombs, check, judge, kinds, launch, memory, process, special_checker
+from sandboxing.judge import VERDICTS  # noqa: F401  (re-exported: sandbox.VERDICTS)
+from sandboxing.kinds import _plan  # noqa: F401  (re-exported: sandbox._plan)
 from sandboxing.confine import ISOLATED
 from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
 
@@ -233,7 +234,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
             return _failed_all("sandbox_error", n, chosen.refusal())
         mode = chosen.mode
     unsafe = mode not in ISOLATED
-    plans = judge.plan_tests(program, tests, io_tests, setup)
+    plans = kinds.plan_tests(program, tests, io_tests, setup)
     limits = dict(wall_factor=WALL_FACTOR, startup_s=STARTUP_S, output_mb=OUTPUT_MB, max_procs=MAX_PROCS)
     job, tokens, key, cpu_limit = launch.prepare(program, plans, setup, timeout_s, memory_mb, mode, limits)
     job["coverage"] = coverage and not io_tests

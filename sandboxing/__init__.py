@@ -7,7 +7,8 @@ Our side of a run (the training process):
     process.py          isolation modes, the uid lease, the child's code, reading its reports, killing the rest
     memory.py           the run's memory budget: the mechanism found by trying it, the watchdog, the host guard
     cgroup.py           a cgroup per run (v2 or v1): its limits, OOM-kill count and peak, its removal
-    judge.py            what each test is (value, statement, I/O) and its verdict, where the program cannot reach it
+    kinds.py            what kind each test is (value, statement, I/O): where its verdict can be reached by no program
+    judge.py            the run's reports, decoded under bounds, and each test's verdict, where the program cannot reach it
     checkers.py         each benchmark's own rule for an I/O test's output (checkers.use / checkers.strict)
     special_checker.py  a problem's own checker program, run in the sandbox as untrusted code
     check.py            what is in force here, seen from inside a run (python sandbox.py --check)

@@ -1,36 +1,24 @@
-"""Judging: what kind each test is, what the run's reports say, and each test's verdict.
+"""Judging: what the run's reports say, and each test's verdict (what kind each test is: kinds.py).
 
-The parent half of the truth (sandbox.py runs the processes; runner.py is the child).
-Every test kind is judged where the program cannot reach the judgement:
-
-    kind        example                              judged
-    value       assert f(2) == 4                     HERE: the child sends f(2)'s value as marshal
-                                                     data (builtin types only); it never sees 4.
-                check(f) whose check is only         the same: one value test (f(1), f(2), ...)
-                `assert candidate(..) == ..` lines   == (e1, e2, ...); the setup stays here
-    statement   check(candidate), assert f(x),       in the judge process, forked from the runner
-                assert math.isclose(f(1), 2.5)       before any program code ran; the program's
-                                                     functions are stubs there that send their
-                                                     arguments to the program's process and get
-                                                     back plain data (runner.judge_process)
-    I/O         stdin "1 2\\n" -> stdout "3\\n"       HERE: the child sends the program's stdout;
-                                                     it never sees the expected output
+The parent half of the truth (sandbox.py runs the processes; runner.py is the child). Every test kind is
+judged where the program cannot reach the judgement: value and I/O tests here, on what the child sends
+(a value as marshal data, an output as bytes), against the expected values and outputs that only we hold;
+statement tests in the judge process, whose reports alone can pass them.
 
 Reports. Each report line is `TOKEN PEAK_KIB hex(marshal(message))`. The program's process and
 the judge process have a token each; the program may know its own (it runs in that process) but
 never the judge's, so only the judge's token makes a statement test pass. What the program can
 still forge with its own token is a value or an I/O report: a claim that f(2) returned 4, or that
 it printed "3" -- which it could have done honestly. Its advantage is nil; it passes a value test
-only by guessing the literal (as a constant-returning program would), which is why `== True` /
-`== False` on anything but a direct call of the program's own function goes to the judge.
+only by knowing the literal, which is why a value test's EXPR may compute only the program's own
+answer (kinds.py). Decoding a report is bounded in objects, containers, depth and hash collisions
+(loads_plain), for all of a run's reports together.
 
 The I/O checker: the problem's rule from checkers.py (one per benchmark; `strict` for our own
 sets), applied here to each I/O test's stdout as it arrives; a problem's own checker program
 (special_checker.py) judges the outputs once the program's run is over.
 """
-import ast
 import contextlib
-import functools
 import marshal
 import re
 import reprlib
@@ -41,162 +29,6 @@ VERDICTS = ("passed", "failed", "error", "timeout", "memory", "output_limit", "n
             "judge_error")  # judge_error: the problem's own checker program failed (special_checker.py)
 FAILURES = ("failed", "error", "timeout", "memory", "output_limit")  # what the program's side may claim
 PEAK = re.compile(rb"\d{1,12}")
-
-
-# -- what each test is --------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=16384)
-def _plan(test):
-    """("value", EXPR, LITERAL's value) for `assert EXPR == LITERAL`; else ("statement", test, None).
-
-    >>> _plan("assert f([1, 2]) == (3, 'a')")
-    ('value', 'f([1, 2])', (3, 'a'))
-    >>> _plan("assert math.isclose(f(1), 2.5)")[0]
-    'statement'
-    """
-    with contextlib.suppress(Exception):
-        body = ast.parse(test).body
-        if len(body) == 1 and isinstance(body[0], ast.Assert) and isinstance(body[0].test, ast.Compare):
-            compare = body[0].test
-            if len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq):
-                left, right = compare.left, compare.comparators[0]
-                for expr, literal in ((left, right), (right, left)):
-                    with contextlib.suppress(Exception):
-                        expected = ast.literal_eval(literal)
-                        return "value", ast.unparse(expr), expected  # (get_source_segment: quadratic)
-    return "statement", test, None
-
-
-@functools.lru_cache(maxsize=4096)
-def _program_functions(program):
-    """Names the program defines at its top level with `def` (empty when it does not parse)."""
-    with contextlib.suppress(Exception):
-        return frozenset(node.name for node in ast.parse(program).body
-                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    return frozenset()
-
-
-@functools.lru_cache(maxsize=4096)
-def _program_classes(program):
-    """Names the program defines at its top level with `class` (empty when it does not parse)."""
-    with contextlib.suppress(Exception):
-        return frozenset(node.name for node in ast.parse(program).body if isinstance(node, ast.ClassDef))
-    return frozenset()
-
-
-@functools.lru_cache(maxsize=4096)
-def _setup_names(setup):
-    """Every name the setup binds at its top level (def, class, =, import): a program function of the same name
-    would stand in for the setup's, so a call of it is not the program's answer (plan_tests)."""
-    names = set()
-    with contextlib.suppress(Exception):
-        for node in ast.parse(setup).body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-            else:
-                names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    return frozenset(names)
-
-
-# What a value test's EXPR may hold around the program's calls (_programs_answer): builtins that only pass on
-# what the program's values decide (their __len__, __add__, __int__, ...), arithmetic, indexing, and the
-# lambdas and comprehensions that stress tests use to make many calls. No comparison, no attribute, no name
-# of the setup: those are where trusted code or data would meet the program's objects.
-SAFE_CALLS = frozenset({"len", "sum", "int", "list", "range"})
-SAFE_NODES = (ast.Call, ast.Name, ast.Load, ast.Store, ast.Constant, ast.List, ast.Tuple, ast.BinOp, ast.UnaryOp,
-              ast.operator, ast.unaryop, ast.Subscript, ast.Slice, ast.Lambda, ast.arguments, ast.arg,
-              ast.GeneratorExp, ast.ListComp, ast.comprehension, ast.keyword)
-
-
-def _programs_answer(expr, functions, classes) -> bool:
-    """Whether EXPR's value is the program's own answer, so that a value test may compute it in the program's
-    process: f(...) or C(...).m(...) with f, C the program's own (whatever runs inside the call is the
-    program's choice); else only SAFE_NODES, names of the program's functions, SAFE_CALLS and the EXPR's own
-    lambda and loop variables, comprehensions without `if`, and at least one call of the program's."""
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in functions:
-        return True
-    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Call)
-            and isinstance(expr.func.value.func, ast.Name) and expr.func.value.func.id in classes):
-        return True
-    nodes = list(ast.walk(expr))
-    bound = {n.arg for n in nodes if isinstance(n, ast.arg)} | {
-        t.id for n in nodes if isinstance(n, ast.comprehension) for t in ast.walk(n.target) if isinstance(t, ast.Name)}
-    calls = [n for n in nodes if isinstance(n, ast.Call)]
-    return (all(isinstance(n, SAFE_NODES) for n in nodes)
-            and all(not n.ifs and not n.is_async for n in nodes if isinstance(n, ast.comprehension))
-            and all(n.id in functions | SAFE_CALLS | bound for n in nodes if isinstance(n, ast.Name))
-            and all(isinstance(c.func, ast.Lambda) or (isinstance(c.func, ast.Name) and c.func.id not in bound)
-                    for c in calls)
-            and any(isinstance(c.func, ast.Name) and c.func.id in functions for c in calls))
-
-
-@functools.lru_cache(maxsize=4096)
-def _check_as_values(setup, test):
-    """HumanEval's `check(f)` as ONE value test when the setup's `def check(candidate)` is nothing
-    but `assert candidate(LITERALS) == LITERAL` lines: ("check", "(f(a1), f(a2), ...)", (e1, e2,
-    ...)), judged here like any value test (tuple ==: the same Python == per line, in order),
-    without the judge process and its pipe round trip per call. Else None.
-
-    >>> _check_as_values("def check(candidate):\\n    assert candidate(1) == 2\\n    assert True", "check(f)")
-    ('check', '(f(1),)', (2,))
-    """
-    with contextlib.suppress(Exception):
-        call = ast.parse(test, mode="eval").body
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "check"
-                and len(call.args) == 1 and isinstance(call.args[0], ast.Name) and not call.keywords):
-            return None
-        name = call.args[0].id
-        defs = [node for node in ast.parse(setup).body if isinstance(node, ast.FunctionDef) and node.name == "check"]
-        if len(defs) != 1 or len(defs[0].args.args) != 1 or defs[0].decorator_list:
-            return None
-        candidate, exprs, expected = defs[0].args.args[0].arg, [], []
-        for node in defs[0].body:
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # a docstring
-                continue
-            if isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and node.test.value is True:
-                continue  # `assert True, "..."`
-            compare = node.test if isinstance(node, ast.Assert) else None
-            if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq)):
-                return None
-            for side, other in ((compare.left, compare.comparators[0]), (compare.comparators[0], compare.left)):
-                if (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id == candidate
-                        and all(isinstance(a, ast.expr) and not isinstance(a, ast.Starred) for a in side.args)):
-                    args = [ast.literal_eval(a) for a in side.args]
-                    kwargs = {k.arg: ast.literal_eval(k.value) for k in side.keywords if k.arg}
-                    if len(kwargs) != len(side.keywords):
-                        return None
-                    exprs.append(f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})")
-                    expected.append(ast.literal_eval(other))
-                    break
-            else:
-                return None
-        if exprs:
-            return "check", "(" + ", ".join(exprs) + ",)", tuple(expected)
-    return None
-
-
-def plan_tests(program, tests, io_tests=(), setup=""):
-    """One plan per test, in order: ("value", EXPR, LITERAL) | ("check", EXPR, LITERALS) (a
-    HumanEval check made of value lines) | ("statement", test, None) | ("io", input, expected
-    output). EXPR runs in the program's process, so a test stays a value test only when the value we compare
-    is the program's own answer, which is all a forged one can be (_programs_answer): a call of its function
-    or its class's method, or its calls inside builtins that only pass its values on. A helper of the
-    setup, a comparison or a method of our data around the call would run there too, where the program's
-    objects decide what an == or a count says (an always-equal element makes `n_in_place(xs, f(xs)) == 4`
-    true): such a test is a statement, judged in the judge process on plain data
-    (docs/sandbox.md#h9-helpers-in-the-programs-process)."""
-    ours = _setup_names(setup)
-    functions, classes, plans = _program_functions(program) - ours, _program_classes(program) - ours, []
-    for test in tests:
-        plan = _plan(test)
-        if plan[0] == "statement" and "def check(" in setup:
-            plan = _check_as_values(setup, test) or plan
-        if plan[0] == "value" and not _programs_answer(ast.parse(plan[1], mode="eval").body, functions, classes):
-            plan = ("statement", test, None)
-        plans.append(plan)
-    return plans + [("io", str(given), str(expected)) for given, expected in io_tests]
 
 
 # -- decoding what the child sends: bounded (docs/sandbox.md#h4-costly-report-decoding) -------------

@@ -189,15 +189,15 @@ def test_self_check_refuses_a_broken_sandbox(monkeypatch):
 def test_humaneval_check_of_value_lines_becomes_one_value_test():
     """Catches: a check converted although one line is not `candidate(literals) == literal` (its
     other lines would go unjudged), a wrong name in the expression, literals misread."""
-    from sandboxing import judge
+    from sandboxing import kinds
 
     setup = ("def check(candidate):\n    \"\"\"doc\"\"\"\n    assert candidate([1, 2], k=3) == (3, 'a'), 'msg'\n"
              "    assert True\n    assert -1 == candidate(set())\n")
-    assert judge.plan_tests("", ["check(f)"], setup=setup) == [("check", "(f([1, 2], k=3), f(set()),)", ((3, "a"), -1))]
+    assert kinds.plan_tests("", ["check(f)"], setup=setup) == [("check", "(f([1, 2], k=3), f(set()),)", ((3, "a"), -1))]
     for line in ("for i in range(2):\n        assert candidate(i) == i", "assert abs(candidate(1) - 2) < 1e-6",
                  "assert candidate(METADATA) == 1", "assert candidate(1) != 2", "print(candidate(1))"):
-        assert judge.plan_tests("", ["check(f)"], setup=f"def check(candidate):\n    {line}\n")[0][0] == "statement"
-    assert judge.plan_tests("", ["check(f, 2)"], setup=setup)[0][0] == "statement"
+        assert kinds.plan_tests("", ["check(f)"], setup=f"def check(candidate):\n    {line}\n")[0][0] == "statement"
+    assert kinds.plan_tests("", ["check(f, 2)"], setup=setup)[0][0] == "statement"
 
 
 def test_a_value_test_computes_only_the_programs_answer():
@@ -207,7 +207,7 @@ def test_a_value_test_computes_only_the_programs_answer():
     stress tests); a helper of the setup, a comparison, a method of our data, set or max around the call make
     a statement test, as do a function the program does not define and one the setup defines too. Catches: a
     setup helper counting with the program's always-equal objects, judged as a value test."""
-    from sandboxing import judge
+    from sandboxing import kinds
 
     program = "def f(x):\n    return x\ndef h(x):\n    return x\nclass Solution:\n    def m(self, a):\n        return a\n"
     cases = {"assert f([3, 1]) == [1, 3]": "value", "assert 5 == f(2)": "value", "assert Solution().m(1) == True": "value",
@@ -218,7 +218,7 @@ def test_a_value_test_computes_only_the_programs_answer():
              "assert sum(1 for a in f(1) if a) == 2": "statement", "assert f(1).count(2) == 1": "statement",
              "assert g(1) == 2": "statement", "assert sum(range(3)) == 3": "statement",
              "assert (lambda len: len(3))(f) == 3": "statement", "assert h(1) == 1": "statement"}
-    plans = judge.plan_tests(program, list(cases), setup="def h(x):\n    return 1\n")
+    plans = kinds.plan_tests(program, list(cases), setup="def h(x):\n    return 1\n")
     assert {t: p[0] for t, p in zip(cases, plans)} == cases
 
 

@@ -8,7 +8,7 @@ import torch
 
 import data
 import grpo
-from sandboxing import judge
+from sandboxing import kinds
 import roles
 import sandbox
 import tree
@@ -195,7 +195,7 @@ def test_a_hidden_test_never_reaches_a_debugger_prompt():
         if p.is_io:
             bodies = ["print(-12345)", f"print({p.io_tests[0][1].strip()!r})"]
         else:
-            visible_answer = judge._plan(p.tests[0])[2]
+            visible_answer = kinds._plan(p.tests[0])[2]
             bodies = [f"def {p.entry_point}(*args):\n    return {v!r}" for v in (-12345, visible_answer)]
         texts += [f"```python\n{b}\n```" for b in bodies]
     gen = Scripted(planner=["1. Think."] * len(problems), coder=texts,
@@ -212,8 +212,8 @@ def test_a_hidden_test_never_reaches_a_debugger_prompt():
             assert p.io_tests[0][0].strip() in prompt
             hidden = [given.strip() for given, _ in p.io_tests[1:]]
         else:
-            assert judge._plan(p.tests[0])[1] in prompt
-            hidden = [judge._plan(test)[1] for test in p.tests[1:]]
+            assert kinds._plan(p.tests[0])[1] in prompt
+            hidden = [kinds._plan(test)[1] for test in p.tests[1:]]
         for h in hidden:
             if h not in p.prompt:
                 assert h not in prompt, (p.task_id, h)
