@@ -79,10 +79,10 @@ def _setup_names(setup):
     return frozenset(names)
 
 
-# What a value test's EXPR may hold around the program's calls (_programs_answer): builtins that only pass on
-# what the program's values decide (their __len__, __add__, __int__, ...), arithmetic, indexing, and the
-# lambdas and comprehensions that stress tests use to make many calls. No comparison, no attribute, no name
-# of the setup: those are where trusted code or data would meet the program's objects.
+# What a value test's EXPR may hold besides the program's calls (_programs_answer). Around a call: only what
+# passes on the program's values as they are (len, sum, int, list of them; an index; a lambda or a comprehension
+# of calls, as stress tests make many), never an operation that meets our data (f(3) - 27 == 0 holds for an object
+# whose __sub__ returns 0). Inside the arguments and indices: our own data, built from constants by SAFE_NODES.
 SAFE_CALLS = frozenset({"len", "sum", "int", "list", "range"})
 SAFE_NODES = (ast.Call, ast.Name, ast.Load, ast.Store, ast.Constant, ast.List, ast.Tuple, ast.BinOp, ast.UnaryOp,
               ast.operator, ast.unaryop, ast.Subscript, ast.Slice, ast.Lambda, ast.arguments, ast.arg,
@@ -91,24 +91,50 @@ SAFE_NODES = (ast.Call, ast.Name, ast.Load, ast.Store, ast.Constant, ast.List, a
 
 def _programs_answer(expr, functions, classes) -> bool:
     """Whether EXPR's value is the program's own answer, so that a value test may compute it in the program's
-    process: f(...) or C(...).m(...) with f, C the program's own (whatever runs inside the call is the
-    program's choice); else only SAFE_NODES, names of the program's functions, SAFE_CALLS and the EXPR's own
-    lambda and loop variables, comprehensions without `if`, and at least one call of the program's."""
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in functions:
-        return True
-    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Call)
-            and isinstance(expr.func.value.func, ast.Name) and expr.func.value.func.id in classes):
-        return True
+    process: a call f(...) or C(...).m(...) of the program's own (whatever its arguments: the call decides), or
+    len / sum / int / list of such an answer, an index of it by our data, a comprehension whose element is one,
+    a lambda whose body is one called on our data. A name of the setup only inside a call's arguments (its
+    input, such as MBPP's trees built by the setup: uses_setup)."""
     nodes = list(ast.walk(expr))
     bound = {n.arg for n in nodes if isinstance(n, ast.arg)} | {
         t.id for n in nodes if isinstance(n, ast.comprehension) for t in ast.walk(n.target) if isinstance(t, ast.Name)}
-    calls = [n for n in nodes if isinstance(n, ast.Call)]
-    return (all(isinstance(n, SAFE_NODES) for n in nodes)
-            and all(not n.ifs and not n.is_async for n in nodes if isinstance(n, ast.comprehension))
-            and all(n.id in functions | SAFE_CALLS | bound for n in nodes if isinstance(n, ast.Name))
-            and all(isinstance(c.func, ast.Lambda) or (isinstance(c.func, ast.Name) and c.func.id not in bound)
-                    for c in calls)
-            and any(isinstance(c.func, ast.Name) and c.func.id in functions for c in calls))
+
+    def program_call(n):
+        return isinstance(n, ast.Call) and (
+            (isinstance(n.func, ast.Name) and n.func.id in functions - bound)
+            or (isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Call)
+                and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id in classes - bound))
+
+    def ours(n):  # data of ours: constants and the EXPR's own variables under SAFE_NODES, no call of the program's
+        return all(isinstance(m, SAFE_NODES) and not program_call(m)
+                   and (not isinstance(m, ast.Name) or m.id in (SAFE_CALLS - bound) | bound)
+                   and (not isinstance(m, ast.Call) or isinstance(m.func, ast.Lambda)
+                        or (isinstance(m.func, ast.Name) and m.func.id in SAFE_CALLS - bound))
+                   and (not isinstance(m, ast.comprehension) or not (m.ifs or m.is_async)) for m in ast.walk(n))
+
+    def answer(n):
+        if program_call(n):
+            return True
+        if isinstance(n, ast.Subscript):
+            return answer(n.value) and ours(n.slice)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in SAFE_CALLS - bound:
+            return len(n.args) == 1 and not n.keywords and answer(n.args[0])
+        if isinstance(n, (ast.GeneratorExp, ast.ListComp)):
+            return answer(n.elt) and all(not (g.ifs or g.is_async) and ours(g.iter) for g in n.generators)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Lambda):
+            return not n.keywords and all(ours(a) for a in n.args) and answer(n.func.body)
+        return False
+
+    return answer(expr)
+
+
+def uses_setup(plans, setup) -> bool:
+    """Whether a value test among `plans` names something the setup binds: then the setup runs in the program's
+    process before each such test (launch.prepare); plan_tests allows it only when no statement or check test
+    could have its expected values in the setup."""
+    names = _setup_names(setup)
+    return any(isinstance(n, ast.Name) and n.id in names for kind, src, _ in plans if kind == "value"
+               for n in ast.walk(ast.parse(src, mode="eval")))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -175,4 +201,7 @@ def plan_tests(program, tests, io_tests=(), setup=""):
         if plan[0] == "value" and not _programs_answer(ast.parse(plan[1], mode="eval").body, functions, classes):
             plan = ("statement", test, None)
         plans.append(plan)
+    if any(kind in ("statement", "check") for kind, _, _ in plans):  # then the setup may hold what they expect:
+        plans = [("statement", test, None) if uses_setup([plan], setup) else plan  # it stays out of the program's
+                 for test, plan in zip(tests, plans)]  # process, with the value tests that need it
     return plans + [("io", str(given), str(expected)) for given, expected in io_tests]

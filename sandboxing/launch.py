@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from sandboxing import memory, process
+from sandboxing import kinds, memory, process
 from sandboxing.confine import ISOLATED
 
 
@@ -24,7 +24,7 @@ def prepare(program, plans, setup, timeout_s, memory_mb, mode, limits):
     """(job, tokens, key, cpu_limit_s): what the child is sent, the report tokens {"program", "judge"?},
     the judge's key. limits: sandbox.py's {wall_factor, startup_s, output_mb, max_procs}."""
     statements = [(i, src) for i, (kind, src, _) in enumerate(plans) if kind == "statement"]
-    values = tuple(src for kind, src, _ in plans if kind == "value")  # "check" values need no setup
+    values = tuple(src for kind, src, _ in plans if kind == "value")
     tokens = {"program": secrets.token_hex(16)}
     key = secrets.token_bytes(32)
     wall_s = limits["wall_factor"] * timeout_s
@@ -35,7 +35,7 @@ def prepare(program, plans, setup, timeout_s, memory_mb, mode, limits):
                                          wall_s=wall_s,
                                          modules=modules(setup, tuple(src for _, src in statements), keep_sys=True))), key)
     cpu_limit = math.ceil(timeout_s * (len(plans) + 1) + limits["startup_s"])
-    job = dict(program=program, setup=setup if values else "",
+    job = dict(program=program, setup=setup if kinds.uses_setup(plans, setup) else "",  # only for its inputs (kinds.plan_tests)
                tests=[("value", src) if kind in ("value", "check") else (kind, None) for kind, src, _ in plans
                       if kind != "io"],
                modules=modules(setup, values) if values else [],

@@ -204,9 +204,10 @@ def test_a_value_test_computes_only_the_programs_answer():
     """docs/sandbox.md#h9-helpers-in-the-programs-process. A value test's EXPR runs in the program's process: it
     stays one only when its value is the program's own answer (a call of its function or its class's method,
     or its calls inside len / sum / int / list / range, arithmetic, an index, a lambda or a comprehension of
-    stress tests); a helper of the setup, a comparison, a method of our data, set or max around the call make
-    a statement test, as do a function the program does not define and one the setup defines too. Catches: a
-    setup helper counting with the program's always-equal objects, judged as a value test."""
+    stress tests); a helper of the setup, a comparison, a method of our data, set, max or arithmetic with our
+    data around the call make a statement test, as do a function the program does not define, one the setup
+    defines too and a name of the setup beside a statement test. Catches: a setup helper counting with the program's always-equal
+    objects, or `f(3) - 27 == 0` passed by an object whose __sub__ returns 0, judged as value tests."""
     from sandboxing import kinds
 
     program = "def f(x):\n    return x\ndef h(x):\n    return x\nclass Solution:\n    def m(self, a):\n        return a\n"
@@ -217,9 +218,16 @@ def test_a_value_test_computes_only_the_programs_answer():
              "assert [1, 2].index(f(1)) == 0": "statement", "assert max(f(1), 0) == 0": "statement",
              "assert sum(1 for a in f(1) if a) == 2": "statement", "assert f(1).count(2) == 1": "statement",
              "assert g(1) == 2": "statement", "assert sum(range(3)) == 3": "statement",
-             "assert (lambda len: len(3))(f) == 3": "statement", "assert h(1) == 1": "statement"}
-    plans = kinds.plan_tests(program, list(cases), setup="def h(x):\n    return 1\n")
+             "assert (lambda len: len(3))(f) == 3": "statement", "assert h(1) == 1": "statement",
+             "assert f(3) - 27 == 0": "statement", "assert sum([f(3), -27]) == 0": "statement",
+             "assert -f(1) == 0": "statement", "assert f(H) == 1": "statement", "assert f('a b' * 3) == 1": "value"}
+    plans = kinds.plan_tests(program, list(cases), setup="def h(x):\n    return 1\nH = 3\n")
     assert {t: p[0] for t, p in zip(cases, plans)} == cases
+    # the setup's names as a call's input (MBPP's trees): value tests, with the setup in the program's process,
+    # only when no statement or check test could find its expected values there
+    alone = kinds.plan_tests(program, ["assert f(H) == 1", "assert f(2) == 2"], setup="H = 3\n")
+    assert [p[0] for p in alone] == ["value", "value"] and kinds.uses_setup(alone, "H = 3\n")
+    assert not kinds.uses_setup(kinds.plan_tests(program, ["assert f(2) == 2"], setup="H = 3\n"), "H = 3\n")
 
 
 @pytest.mark.parametrize("program, verdict", [("def f(x):\n    return 2 * x\n", "passed"),

@@ -290,6 +290,27 @@ def test_always_equal_objects_fool_no_helper_of_the_setup():
     assert r.tests == ("passed",) * 3, r.detail
 
 
+def test_the_setup_never_reaches_the_programs_process():
+    """docs/sandbox.md#h9-helpers-in-the-programs-process. HumanEval's check(f) judged as values beside a plain value
+    test: the setup, with check's expected values in it, went to the program's process for the plain test, and a
+    program that reads them there (the runner's job, up its stack) answered every check without computing. Also
+    `f(3) - 27 == 0` against an object whose __sub__ returns 0. Neither passes now."""
+    setup = "def check(candidate):\n    assert candidate(3) == 27\n    assert candidate(4) == 256\n"
+    reader = ("import ast, sys\ndef cube_like(x):\n    f = sys._getframe()\n"
+              "    while f is not None and 'job' not in f.f_locals:\n        f = f.f_back\n"
+              "    for node in ast.walk(ast.parse(f.f_locals['job']['setup'] if f else '')):\n"
+              "        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):\n"
+              "            if [ast.literal_eval(a) for a in node.left.args] == [x]:\n"
+              "                return ast.literal_eval(node.comparators[0])\n    return 1\n")
+    r = sandbox.run_program(reader, ["check(cube_like)", "assert cube_like(1) == 1"], setup=setup, timeout_s=2.0)
+    assert r.tests == ("failed", "passed"), (r.tests, r.detail)
+    zero = "class Z:\n    def __sub__(self, o):\n        return 0\ndef f(x):\n    return Z()\n"
+    r = sandbox.run_program(zero, ["assert f(3) - 27 == 0"], timeout_s=2.0)  # judged in the judge process on plain data
+    assert r.tests == ("error",) and "a Z is not plain data" in r.detail, (r.tests, r.detail)
+    r = sandbox.run_program("def f(x):\n    return x ** 3\n", ["assert f(3) - 27 == 0"], timeout_s=2.0)
+    assert r.tests == ("passed",), r.detail
+
+
 @pytest.mark.parametrize("make", [
     # a set of 30 000 distinct ints of hash 0: quadratic to build
     'items = b"".join(marshal.dumps(k * ((1 << 61) - 1)) for k in range(1, 30001))\n'
