@@ -47,20 +47,14 @@ def _plan(test):
 
 
 @functools.lru_cache(maxsize=4096)
-def _program_functions(program):
-    """Names the program defines at its top level with `def` (empty when it does not parse)."""
+def _program_defs(program):
+    """(functions, classes): the names the program defines at its top level with `def` and with `class` (empty
+    when it does not parse)."""
     with contextlib.suppress(Exception):
-        return frozenset(node.name for node in ast.parse(program).body
-                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    return frozenset()
-
-
-@functools.lru_cache(maxsize=4096)
-def _program_classes(program):
-    """Names the program defines at its top level with `class` (empty when it does not parse)."""
-    with contextlib.suppress(Exception):
-        return frozenset(node.name for node in ast.parse(program).body if isinstance(node, ast.ClassDef))
-    return frozenset()
+        body = ast.parse(program).body
+        return (frozenset(n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                frozenset(n.name for n in body if isinstance(n, ast.ClassDef)))
+    return frozenset(), frozenset()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -192,8 +186,8 @@ def plan_tests(program, tests, io_tests=(), setup=""):
     objects decide what an == or a count says (an always-equal element makes `n_in_place(xs, f(xs)) == 4`
     true): such a test is a statement, judged in the judge process on plain data
     (docs/sandbox.md#h9-helpers-in-the-programs-process)."""
-    ours = _setup_names(setup)
-    functions, classes, plans = _program_functions(program) - ours, _program_classes(program) - ours, []
+    functions, classes = (names - _setup_names(setup) for names in _program_defs(program))
+    plans = []
     for test in tests:
         plan = _plan(test)
         if plan[0] == "statement" and "def check(" in setup:
