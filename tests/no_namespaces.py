@@ -14,7 +14,7 @@ installed in this process and inherited by COMMAND and everything it starts, tha
     --no-landlock: landlock_create_ruleset, ENOSYS, as a kernel without Landlock (before 5.13) answers
       landlock_add_rule, landlock_restrict_self
 
---drop-sys-admin (root only): CAP_SYS_ADMIN leaves the bounding set before COMMAND is run, so root
+--drop-sys-admin (root; ignored otherwise): CAP_SYS_ADMIN leaves the bounding set before COMMAND is run, so root
 runs it as in a container (every other capability kept). The tests run this as root and, through
 setpriv/`subprocess.run(user=...)`, as an unprivileged uid. A test helper, not part of the sandbox:
 it reuses the sandbox's seccomp encoding (sandboxing/seccomp.py) and its syscall numbers.
@@ -54,7 +54,7 @@ def main(argv):
     if not command:
         sys.exit("usage: python tests/no_namespaces.py [--no-landlock] [--drop-sys-admin] COMMAND [ARGS...]")
     libc = ctypes.CDLL(None, use_errno=True)
-    if drop and libc.prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0:
+    if drop and os.geteuid() == 0 and libc.prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0:
         sys.exit(f"no_namespaces: cannot drop CAP_SYS_ADMIN: {os.strerror(ctypes.get_errno())}")
     code = host_filter(os.uname().machine, landlock)
     buffer = ctypes.create_string_buffer(code, len(code))
