@@ -98,7 +98,8 @@ WALL_FACTOR = 3  # wall seconds allowed per CPU second, for a busy machine
 STARTUP_S = 0.5  # CPU seconds for the interpreter's start and imports (~0.02 s; numpy ~0.15 s)
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 UNSAFE = False  # allow_unsafe(): where no namespace can be made, run anyway with what is left
-NO_NAMESPACES = "CORE_CODE_SANDBOX_NO_NAMESPACES"  # =1 in the environment: act as if none could be made (tests)
+NO_NAMESPACES = "CORE_CODE_SANDBOX_NO_NAMESPACES"  # =1 in the environment: act as if no namespace could be made
+#                                                   and no Landlock applied: neither tier isolates (tests of the refusal)
 LEFT = {"uid": "a uid of their own, rlimits and a temp dir, but no pid, network or mount isolation",
         "none": "rlimits, a process group and a temp dir only: no uid, pid, network or filesystem isolation"}
 
@@ -149,7 +150,8 @@ def isolation() -> Isolation:
 def _isolation():
     tried = []
     if os.environ.get(NO_NAMESPACES) == "1":
-        tried.append(f"namespaces switched off by {NO_NAMESPACES}=1")
+        tried.append(f"namespaces switched off by {NO_NAMESPACES}=1, the Landlock tier too")
+        return Isolation("uid" if os.geteuid() == 0 else "none", "; ".join(tried))
     else:
         for mode in ("root", "user") if os.geteuid() == 0 else ("user",):
             r = run_program("def f(x):\n    return 2 * x\n", ["assert f(2) == 4"], timeout_s=2.0, mode=mode)

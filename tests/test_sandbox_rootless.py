@@ -273,10 +273,10 @@ def test_check_lists_every_guarantee_as_an_ordinary_user(user):
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and lines[0] == "sandbox: user namespace (not root)", done.stdout + done.stderr
     assert [line.split()[0] for line in lines[1:-1]] == ["uid", "pid", "network", "filesystem", "home", "answers",
-                                                          "capabilities", "rlimits"]
+                                                          "capabilities", "rlimits", "host", "daemons"]
     assert all(" yes " in line for line in lines[1:-1]), done.stdout
     assert f"not in the run's filesystem: {user.home}" in done.stdout
-    assert " 16 processes" in lines[-2]  # without a cgroup: a lower RLIMIT_NPROC
+    assert " 16 processes" in lines[8]  # without a cgroup: a lower RLIMIT_NPROC (the rlimits line)
     assert lines[-1].startswith("memory: seccomp + rlimits + watchdog, aim 2048 MiB per run, best effort, worst case "
                                 "18.1 GiB (no cgroup: "), lines[-1]
 
