@@ -328,7 +328,7 @@ def require(unsafe: bool, show: bool = True, memory_mb: int | None = None) -> di
         print(f"sandbox: {check.describe(chosen.mode)}: " + ", ".join(
             f"{k} {'yes' if v else 'no'}" for k, (v, _) in held.items())
               + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)")
-              + f"; {memory.describe(MEMORY_MB)}", flush=True)
+              + f"; {memory.describe(MEMORY_MB, chosen.mode == 'landlock')}", flush=True)
     return {"mode": chosen.mode, "unsafe": not chosen.isolated, "missing": chosen.missing,
             "guarantees": {k: v for k, (v, _) in held.items()},
             "memory": {"mechanism": memory.mechanism(), "budget_mb": memory.budget_mb(),
@@ -340,7 +340,7 @@ if __name__ == "__main__":  # python sandbox.py --check [--deep]: what is in for
         sys.exit("usage: python sandbox.py --check [--deep]")
     chosen = isolation()
     print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, memory.max_procs(MAX_PROCS)))))
-    print(memory.describe(MEMORY_MB))
+    print(memory.describe(MEMORY_MB, chosen.mode == "landlock"))
     held = True
     if "--deep" in sys.argv:  # each hostile memory program against a small budget: all must be stopped
         memory.set_budget(bombs.DEEP_BUDGET_MB)

