@@ -86,7 +86,7 @@ from dataclasses import asdict, dataclass
 from sandboxing import bombs, check, judge, kinds, launch, memory, process, special_checker
 from sandboxing.judge import VERDICTS  # noqa: F401  (re-exported: sandbox.VERDICTS)
 from sandboxing.kinds import _plan  # noqa: F401  (re-exported: sandbox._plan)
-from sandboxing.confine import ISOLATED
+from sandboxing.confine import SAFE
 from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
 
 MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB
@@ -98,7 +98,8 @@ WALL_FACTOR = 3  # wall seconds allowed per CPU second, for a busy machine
 STARTUP_S = 0.5  # CPU seconds for the interpreter's start and imports (~0.02 s; numpy ~0.15 s)
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 UNSAFE = False  # allow_unsafe(): where no namespace can be made, run anyway with what is left
-NO_NAMESPACES = "CORE_CODE_SANDBOX_NO_NAMESPACES"  # =1 in the environment: act as if none could be made (tests)
+NO_NAMESPACES = "CORE_CODE_SANDBOX_NO_NAMESPACES"  # =1 in the environment: act as if no namespace could be made
+#                                                   and no Landlock applied: neither tier isolates (tests of the refusal)
 LEFT = {"uid": "a uid of their own, rlimits and a temp dir, but no pid, network or mount isolation",
         "none": "rlimits, a process group and a temp dir only: no uid, pid, network or filesystem isolation"}
 
@@ -107,12 +108,12 @@ LEFT = {"uid": "a uid of their own, rlimits and a temp dir, but no pid, network 
 class Isolation:
     """What isolation() found: the mode runs use (sandboxing/confine.py's table) and, where it has no
     namespaces, why none could be made."""
-    mode: str  # root | user | uid | none
-    missing: str = ""  # e.g. "user: unshare: unshare failed: Operation not permitted"; "" when isolated
+    mode: str  # root | user | landlock | uid | none
+    missing: str = ""  # e.g. "user: unshare: unshare failed: Operation not permitted"; "" with namespaces
 
     @property
     def isolated(self) -> bool:
-        return self.mode in ISOLATED
+        return self.mode in SAFE
 
     def refusal(self) -> str:
         """The one line that refuses to run generated programs without isolation, with the ways out."""
@@ -120,7 +121,8 @@ class Isolation:
                 "seccomp=unconfined)" if os.geteuid() == 0 else "run as root")
         return (f"sandbox: cannot isolate generated programs on this machine ({self.missing}). Allow unprivileged "
                 f"user namespaces (Ubuntu 24.04: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; "
-                f"elsewhere user.max_user_namespaces > 0), {root}, or pass --unsafe-sandbox to run them with "
+                f"elsewhere user.max_user_namespaces > 0), {root}, or allow Landlock (Linux 5.13+; a seccomp profile "
+                f"that lets landlock_* through, as podman's does), or pass --unsafe-sandbox to run them with "
                 f"{LEFT[self.mode]}")
 
 
@@ -136,9 +138,10 @@ _choosing = threading.Lock()
 
 def isolation() -> Isolation:
     """The strongest mode that works here, found once per process by running a known program in
-    each: `root` (root with CAP_SYS_ADMIN), then `user` (a user namespace); else `uid` (root) or
-    `none`, with the reason. Our choice: a real run is the test, since each way a kernel refuses
-    (sysctls, AppArmor, seccomp, a missing `unshare`) shows up there."""
+    each: `root` (root with CAP_SYS_ADMIN), then `user` (a user namespace), then `landlock` (Landlock +
+    seccomp, no namespace); else `uid` (root) or `none`, with the reasons. Our choice: a real run is the
+    test, since each way a kernel refuses (sysctls, AppArmor, seccomp, a missing `unshare`, a kernel
+    without Landlock, an interpreter a leased uid cannot read) shows up there."""
     with _choosing:
         return _isolation()
 
@@ -147,19 +150,29 @@ def isolation() -> Isolation:
 def _isolation():
     tried = []
     if os.environ.get(NO_NAMESPACES) == "1":
-        tried.append(f"namespaces switched off by {NO_NAMESPACES}=1")
+        tried.append(f"namespaces switched off by {NO_NAMESPACES}=1, the Landlock tier too")
+        return Isolation("uid" if os.geteuid() == 0 else "none", "; ".join(tried))
     else:
         for mode in ("root", "user") if os.geteuid() == 0 else ("user",):
             r = run_program("def f(x):\n    return 2 * x\n", ["assert f(2) == 4"], timeout_s=2.0, mode=mode)
             if r.verdict == "passed":
                 return Isolation(mode)
             tried.append(f"{mode}: {_refused(mode, r)}")
+    # The program imports a module no run has loaded yet: as root, the leased uid must be able to read the
+    # interpreter's library (not so under /root's 0700 home), or every program that imports would fail.
+    r = run_program("import json\n\ndef f(x):\n    return json.loads(str(2 * x))\n", ["assert f(2) == 4"],
+                    timeout_s=2.0, mode="landlock")
+    if r.verdict == "passed":
+        return Isolation("landlock", "; ".join(tried))
+    tried.append(f"landlock: {_refused('landlock', r)}")
     return Isolation("uid" if os.geteuid() == 0 else "none", "; ".join(tried))
 
 
 def _refused(mode, result):
     """Why `mode` failed: what `unshare` says when it cannot make the namespaces, else the run's detail."""
-    command = {"root": UNSHARE, "user": UNSHARE_USER}[mode]
+    command = {"root": UNSHARE, "user": UNSHARE_USER}.get(mode)
+    if mode == "landlock" and os.geteuid() == 0 and not process.others_may_read(sys.base_prefix):
+        return f"the interpreter ({sys.base_prefix}) is closed to the run's leased uid: use a python that others may read"
     if not command:
         return f"{result.verdict}: {result.detail}"[:200]
     try:
@@ -233,7 +246,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         if not chosen.isolated and not UNSAFE:
             return _failed_all("sandbox_error", n, chosen.refusal())
         mode = chosen.mode
-    unsafe = mode not in ISOLATED
+    unsafe = mode not in SAFE
     plans = kinds.plan_tests(program, tests, io_tests, setup)
     limits = dict(wall_factor=WALL_FACTOR, startup_s=STARTUP_S, output_mb=OUTPUT_MB, max_procs=MAX_PROCS)
     job, tokens, key, cpu_limit = launch.prepare(program, plans, setup, timeout_s, memory_mb, mode, limits)
@@ -315,7 +328,7 @@ def require(unsafe: bool, show: bool = True, memory_mb: int | None = None) -> di
         print(f"sandbox: {check.describe(chosen.mode)}: " + ", ".join(
             f"{k} {'yes' if v else 'no'}" for k, (v, _) in held.items())
               + ("" if chosen.isolated else " (--unsafe-sandbox: every verdict is marked unsafe)")
-              + f"; {memory.describe(MEMORY_MB)}", flush=True)
+              + f"; {memory.describe(MEMORY_MB, chosen.mode == 'landlock')}", flush=True)
     return {"mode": chosen.mode, "unsafe": not chosen.isolated, "missing": chosen.missing,
             "guarantees": {k: v for k, (v, _) in held.items()},
             "memory": {"mechanism": memory.mechanism(), "budget_mb": memory.budget_mb(),
@@ -327,7 +340,7 @@ if __name__ == "__main__":  # python sandbox.py --check [--deep]: what is in for
         sys.exit("usage: python sandbox.py --check [--deep]")
     chosen = isolation()
     print("\n".join(check.report(chosen, check.guarantees(run_program, chosen.mode, memory.max_procs(MAX_PROCS)))))
-    print(memory.describe(MEMORY_MB))
+    print(memory.describe(MEMORY_MB, chosen.mode == "landlock"))
     held = True
     if "--deep" in sys.argv:  # each hostile memory program against a small budget: all must be stopped
         memory.set_budget(bombs.DEEP_BUDGET_MB)

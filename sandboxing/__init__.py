@@ -19,7 +19,9 @@ The child's side (compiled here once, shipped to every run on its stdin: process
     confine.py          the child's isolation: its own read-only root filesystem, capabilities and keyrings dropped
     io_tests.py         I/O tests, each in a fork of the warm runner
     judge_process.py    the judge process: statement tests, run where no program code ever ran
-    seccomp.py          without a cgroup: the filter refusing memfds, SysV shm, nested namespaces, mounts
+    seccomp.py          without a cgroup: the filter refusing memfds, SysV shm, nested namespaces, mounts (and,
+                        in the Landlock tier, sockets, ptrace, keyrings)
+    landlock.py         where no namespace can be made: the keeper holding every orphan, the Landlock rules
 
 Nothing is imported here: the child builds these modules from code sent on its stdin, without this file.
 """

@@ -52,10 +52,27 @@ def set_limits(job):
         resource.RLIMIT_NOFILE: (256, 256),
         resource.RLIMIT_CORE: (0, 0),
     }
-    if job["mode"] != "none":  # counted per uid: a leased uid's, or uid 0's of the run's own user namespace
+    if job["mode"] == "landlock" and job["uid"] is None:  # the user's own uid: every process of theirs counts
+        nproc = own_tasks() + job["max_procs"]
+        limits[resource.RLIMIT_NPROC] = (nproc, nproc)
+    elif job["mode"] != "none":  # counted per uid: a leased uid's, or uid 0's of the run's own user namespace
         limits[resource.RLIMIT_NPROC] = (job["max_procs"], job["max_procs"])
     for kind, value in limits.items():
         resource.setrlimit(kind, value)
+
+
+def own_tasks():
+    """Processes and threads of this process's real uid now (what RLIMIT_NPROC counts), from /proc: the
+    Landlock tier as an ordinary user allows the run max_procs more than these (runs in parallel share them)."""
+    uid, count = os.getuid(), 0
+    for name in listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    count += len(listdir(f"/proc/{name}/task"))
+            except OSError:
+                pass
+    return count
 
 
 def own_address_space():
@@ -112,6 +129,48 @@ def kill_others(keep):
             pass
     except ChildProcessError:
         pass
+
+
+def kill_tree(top):
+    """SIGKILL every live process below `top` (its children, theirs, ...: /proc/<pid>/task/<tid>/children),
+    pass after pass until none is left: a process killed in one pass starts no other, and one born during
+    a pass is seen in the next. The Landlock tier's end of a run, where `top` (the keeper) is a subreaper,
+    so that no orphan leaves the tree. Zombies are left to their parent. True when none is left."""
+    for _ in range(1000):
+        found, i = [top], 0
+        while i < len(found):
+            try:
+                for tid in listdir(f"/proc/{found[i]}/task"):
+                    try:
+                        fd = os_open(f"/proc/{found[i]}/task/{tid}/children", os.O_RDONLY)
+                        found.extend(int(c) for c in read(fd, 1 << 16).split())
+                        close(fd)
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            i += 1
+        alive = [pid for pid in found[1:] if process_state(pid) not in (b"Z", b"X", None)]
+        if not alive:
+            return True
+        for pid in alive:
+            try:
+                kill(pid, 9)
+            except OSError:
+                pass
+    return False
+
+
+def process_state(pid):
+    """The state letter of /proc/<pid>/stat (b"R", b"S", b"Z" ...), None once it is gone."""
+    try:
+        fd = os_open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    data = read(fd, 4096)
+    close(fd)
+    fields = data.rsplit(b")", 1)[-1].split()
+    return fields[0] if fields else None
 
 
 def redirect_stdio():

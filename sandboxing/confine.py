@@ -6,11 +6,14 @@ The parent (process.py) starts the child in one of four modes and says which in 
     root   root with CAP_SYS_ADMIN      pid, network, IPC; mount (here)    a uid leased to the run
     user   anyone whose kernel lets     user, pid, network, IPC; mount     uid 0 of its own user
            them make a user namespace   (here)                             namespace, no capability
-    uid    root without namespaces      none                               a uid leased to the run
+    landlock  anyone, where no namespace   none: Landlock + seccomp instead    root: a uid leased to the run;
+           can be made (Linux 5.13+)    (landlock.py)                      else the user itself
+    uid    root without either          none                               a uid leased to the run
     none   nobody else                  none                               the user itself
 
-`root` and `user` are isolated and give the same guarantees; `uid` and `none` run only with
---unsafe-sandbox (sandbox.py). In `user` mode uid 0 inside maps back to the user's own uid outside,
+`root` and `user` are isolated and give the same guarantees; `landlock` confines the filesystem,
+network and signals without namespaces (landlock.py says what it cannot give); `uid` and `none` run
+only with --unsafe-sandbox (sandbox.py). In `user` mode uid 0 inside maps back to the user's own uid outside,
 so the filesystem's permissions protect nothing of the user's: the run gets a root filesystem of its
 own (private_mounts, then pivot_root), which holds only what a program needs, read-only:
 
@@ -42,7 +45,8 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 28, 47, 4
 SECURE_ALL_BITS_AND_LOCKS = 0x3F | 0xC0  # noroot, no_setuid_fixup, keep_caps (each with its lock), no_cap_ambient_raise
 AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 1
-ISOLATED = ("root", "user")  # the modes with namespaces: the others run only with --unsafe-sandbox
+ISOLATED = ("root", "user")  # the modes with namespaces
+SAFE = ISOLATED + ("landlock",)  # the modes that isolate: the others run only with --unsafe-sandbox
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # a fresh private writable tmpfs each
 TMPFS_MB, TMPFS_INODES = 64, 4096  # each: `size=` bounds the data, `nr_inodes=` the files (~1 KiB of kernel memory each)
 # What a run sees of the host (read-only), besides our interpreter's own folders: the system's.
@@ -174,14 +178,15 @@ def in_initial_user_namespace():
 
 def drop_privileges(job):
     """The program's identity (see the table above); raises OSError if a capability is left."""
-    if job["mode"] in ISOLATED:  # all capabilities there (of the run's user namespace in `user` mode)
+    if job["mode"] in ISOLATED or job["uid"] is not None:  # all capabilities there (of the run's user namespace in
+        # `user` mode); as root, before the uid switch below
         last = int(open("/proc/sys/kernel/cap_last_cap").read())
         for cap in range(last + 1):
             libc("prctl", PR_CAPBSET_DROP, cap, 0, 0, 0)  # no exec can gain it back
         libc("prctl", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     libc("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     new_session_keyring(job)
-    if job["mode"] in ("root", "uid"):
+    if job["uid"] is not None:  # `root`, `uid`, and `landlock` as root
         os.setgroups([])
         os.setresgid(job["uid"], job["uid"], job["uid"])
         os.setresuid(job["uid"], job["uid"], job["uid"])  # from root to a uid: every capability goes

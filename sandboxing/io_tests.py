@@ -27,7 +27,7 @@ from time import perf_counter
 from _signal import ITIMER_PROF, SIG_DFL, SIGPROF, setitimer
 from _signal import signal as set_handler
 
-from sandboxing.child import EFBIG_HINT, describe, others_cpu, own_address_space, peak_kib, status_kib
+from sandboxing.child import EFBIG_HINT, describe, kill_tree, others_cpu, own_address_space, peak_kib, status_kib
 from sandboxing.seccomp import refuse
 
 # Names of the signals that end a program (not the `signal` module: its `enum` import costs ~5 ms a run)
@@ -112,9 +112,13 @@ def kill_rest(job, pid):
     """After an I/O test: whatever its process started dies too, so nothing prints into the
     next test. With namespaces we are pid 1 of the run's pid namespace: kill(-1) reaches every
     process in it but us -- setsid() or not -- and we reap them (`uid` mode: every process of the
-    run's uid). `none` mode: its process group only."""
+    run's uid). `none` mode: its process group only; the Landlock tier: every process below us (what
+    setsid() took out of the group is the keeper's now, killed at the verdict: landlock.py)."""
     try:
-        if job["mode"] != "none" and not job["judge"]:
+        if job["mode"] == "landlock":
+            kill_tree(os.getpid())
+            os.killpg(pid, 9)
+        elif job["mode"] != "none" and not job["judge"]:
             os.kill(-1, 9)
             while True:
                 os.waitpid(-1, 0)
@@ -143,7 +147,7 @@ def io_child(code, job, fds, report_fd, started_w, cap, timeout):
         write(started_w, b"%f %d" % (usage.ru_utime + usage.ru_stime, status_kib(b"VmRSS:")))
         close(started_w)
         if job["seccomp"]:  # no cgroup: the memory channels an address-space limit cannot see, closed
-            refuse()
+            refuse(job["mode"] == "landlock")  # (and the Landlock tier's refusals: seccomp.py)
         setitimer(ITIMER_PROF, timeout)  # SIGPROF's default action ends the process
     except BaseException:
         _exit(125)

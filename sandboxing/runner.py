@@ -49,6 +49,7 @@ from sandboxing.child import (FunctionType, as_data, describe, guarded, is_plain
                            plain, receive, redirect_stdio, send, set_limits, status_kib)
 from sandboxing.confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
 from sandboxing.io_tests import io_tests
+from sandboxing.landlock import keep as keeper, restrict
 from sandboxing.seccomp import refuse
 from sandboxing.judge_process import start_judge
 
@@ -57,7 +58,7 @@ TAMPERED = "the program modified the sandbox runner"
 
 def main(job):
     for name in (__name__, "sandboxing.child", "sandboxing.confine", "sandboxing.seccomp", "sandboxing.io_tests",
-                 "sandboxing.judge_process"):
+                 "sandboxing.judge_process", "sandboxing.landlock"):
         del sys.modules[name]  # out of the program's easy reach
     report_fd, token, runner_pid = os.dup(1), job["token"].encode(), os.getpid()
 
@@ -71,18 +72,23 @@ def main(job):
     # 1-3. The sandbox, before any of the program runs.
     try:
         join_cgroups(job)
+        if job["mode"] == "landlock":  # no pid namespace: a keeper above us holds every orphan (landlock.py)
+            keeper(job)
+            runner_pid = os.getpid()
         if job["mode"] in ISOLATED:
             private_mounts(job)
             limit_namespaces(job)
         set_limits(job)
         clear_refs = os.open("/proc/self/clear_refs", os.O_WRONLY | os.O_CLOEXEC)  # before we drop root
         drop_privileges(job)
+        if job["mode"] == "landlock":
+            restrict(job)
         redirect_stdio()
         sys.path.extend(job["site_dirs"])  # -S left site-packages out: put them back (numpy)
         judge_link = start_judge(job, report_fd) if job["judge"] else None
         close(job["key_fd"])  # the judge's key: never read here
         if job["seccomp"] and not job["inputs"]:  # I/O tests: each test's process installs it (io_tests.py)
-            refuse()
+            refuse(job["mode"] == "landlock")
     except BaseException as e:
         report("sandbox_error", describe(e))
         _exit(1)

@@ -24,6 +24,20 @@ program's behalf. Those channels, each closed here by refusing the call that ope
     any other ABI (i386 via     the numbers above are the native ABI's: a 32-bit call is refused whole
       int 0x80, x32)
 
+The Landlock tier (landlock.py: no namespace to stand behind) installs the filter in every run, with
+these refused too (`isolate`):
+
+    socket                      every family: no network (TCP, UDP, raw), and no AF_UNIX socket to connect
+                                to a host socket file by path (Landlock, ABI 7 and before, does not check
+                                connect(2) on a unix socket file) or to an abstract name; socketpair stays
+                                (multiprocessing, asyncio's self-pipe)
+    ptrace, process_vm_readv /  no reading or writing another process's memory, or taking its fds
+      writev, pidfd_getfd
+    keyctl, add_key,            the caller's keyrings (a login's tokens)
+      request_key
+    perf_event_open             the kernel's and other processes' events
+    clone with CLONE_PARENT     a child of the trainer's, outside the run's tree (landlock.keep)
+
 Refused calls fail with EPERM (ENOSYS where a fallback exists: memfd, clone3, io_uring, SysV), so a
 program that merely tries them gets an OSError it may handle. The filter is classic BPF over struct
 seccomp_data (linux/seccomp.h: nr at 0, arch at 4, args at 16 + 8 i), built here by hand and installed
@@ -51,20 +65,26 @@ CALLS = {
                                 io_uring_register=427, userfaultfd=323, mount=165, umount2=166, pivot_root=155,
                                 open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                                 mount_setattr=442, setns=308, bpf=321, vmsplice=278, clone3=435, unshare=272, clone=56,
-                                setsockopt=54)),
+                                setsockopt=54, socket=41, ptrace=101, process_vm_readv=310, process_vm_writev=311,
+                                pidfd_getfd=438, keyctl=250, add_key=248, request_key=249, perf_event_open=298)),
     "aarch64": (0xC00000B7, dict(memfd_create=279, shmget=194, msgget=186, io_uring_setup=425, io_uring_enter=426,
                                  io_uring_register=427, userfaultfd=282, mount=40, umount2=39, pivot_root=41,
                                  open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                                  mount_setattr=442, setns=268, bpf=280, vmsplice=75, clone3=435, unshare=97, clone=220,
-                                 setsockopt=208)),
+                                 setsockopt=208, socket=198, ptrace=117, process_vm_readv=270, process_vm_writev=271,
+                                 pidfd_getfd=438, keyctl=219, add_key=217, request_key=218, perf_event_open=241)),
 }
 WITH_FALLBACK = ("memfd_create", "shmget", "msgget", "io_uring_setup", "io_uring_enter", "io_uring_register",
                  "userfaultfd", "clone3")  # refused as ENOSYS: "not here", which callers fall back from
+ISOLATING = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "keyctl", "add_key",
+             "request_key", "perf_event_open")  # refused with `isolate` only
+CLONE_PARENT = 0x00008000
 
 
-def program(machine):
+def program(machine, isolate=False):
     """The filter for `machine` (os.uname().machine) as bytes of struct sock_filter {u16 code; u8 jt;
-    u8 jf; u32 k}; None for a machine we have no table for (the watchdog alone then)."""
+    u8 jf; u32 k}; None for a machine we have no table for (the watchdog alone then). isolate: the
+    Landlock tier's refusals too (above)."""
     if machine not in CALLS:
         return None
     arch, nr = CALLS[machine]
@@ -73,7 +93,8 @@ def program(machine):
     def op(kind, k, jt=0, jf=0):
         code.append([kind, jt, jf, k])
 
-    refused = [name for name in nr if name not in ("unshare", "clone", "setsockopt")]
+    refused = [name for name in nr if name not in ("unshare", "clone", "setsockopt")
+               and (isolate or name not in ISOLATING)]
     op(LD_ABS, 4)  # arch
     op(JEQ, arch, 1, 0)
     op(RET, RET_ERRNO | ENOSYS)  # another ABI
@@ -89,7 +110,7 @@ def program(machine):
     op(RET, RET_ALLOW)
     labels = {"flags": len(code)}
     op(LD_ABS, 16)  # args[0], its low 32 bits (little-endian): the flags of unshare and clone
-    op(JSET, NAMESPACE_FLAGS, 0, 1)
+    op(JSET, NAMESPACE_FLAGS | (CLONE_PARENT if isolate else 0), 0, 1)
     op(RET, RET_ERRNO | EPERM)
     op(RET, RET_ALLOW)
     labels["sockopt"] = len(code)
@@ -107,11 +128,13 @@ def program(machine):
     return b"".join(struct.pack("<HBBI", *ins) for ins in code)
 
 
-def refuse():
+def refuse(isolate=False):
     """Install the filter in this process (after PR_SET_NO_NEW_PRIVS); raises OSError if the kernel
-    refuses it. No-op on a machine without a table."""
-    code = program(os.uname().machine)
+    refuses it. No-op on a machine without a table, unless `isolate` (the Landlock tier cannot go without)."""
+    code = program(os.uname().machine, isolate)
     if code is None:
+        if isolate:
+            raise OSError(f"seccomp: no system call table for {os.uname().machine}")
         return
     address = id(code) + bytes.__basicsize__ - 1  # CPython: a bytes object's data follows its header
     fprog = struct.pack("<H6xQ", len(code) // 8, address)  # struct sock_fprog {u16 len; sock_filter *filter}

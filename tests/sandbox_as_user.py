@@ -24,9 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sandbox  # noqa: E402  (the copy beside this script)
 
 
-def snapshot(folders):
-    """{path: (size, mtime, sha256)} of this uid's files and folders under the folders (what a program
-    running as this uid could create, change or remove; other users' files in /tmp are not its doing)."""
+def snapshot(folders, owner):
+    """{path: (size, mtime, sha256)} of `owner`'s files and folders under the folders (what a program
+    running as this uid could create, change or remove; other users' files in /tmp are not its doing);
+    owner None: anyone's."""
     seen = {}
     for top in folders:
         for root, dirs, files in os.walk(top, onerror=lambda e: None):
@@ -34,7 +35,7 @@ def snapshot(folders):
                 path = os.path.join(root, name)
                 try:
                     st = os.lstat(path)
-                    if st.st_uid != os.getuid():
+                    if owner is not None and st.st_uid != owner:
                         continue
                     digest = None
                     if os.path.isfile(path) and not os.path.islink(path):
@@ -58,6 +59,17 @@ def my_processes():
         if uid == os.getuid() and int(pid) not in (os.getpid(), os.getppid()):
             mine.append(int(pid))
     return mine
+
+
+def in_meter(folder):
+    """Pids in the cgroup `folder` and below it, this script and its parent left out (as root: what the runs
+    left behind, whatever uid or parent it has now: a process stays in its cgroup when it is re-parented)."""
+    found = []
+    for root, _, files in os.walk(folder):
+        if "cgroup.procs" in files:
+            with open(os.path.join(root, "cgroup.procs")) as f:
+                found += [int(p) for p in f.read().split() if int(p) not in (os.getpid(), os.getppid())]
+    return found
 
 
 def keyctl(*args, call="keyctl"):
@@ -99,6 +111,8 @@ def main():
     listeners = [server] if server else []
     if job.get("unix"):
         unix = socket.socket(socket.AF_UNIX)
+        if os.path.exists(job["unix"]):  # left by an earlier harness (as another user)
+            os.remove(job["unix"])
         unix.bind(job["unix"])
         os.chmod(job["unix"], 0o777)
         unix.listen()
@@ -112,12 +126,16 @@ def main():
         sandbox.memory.set_budget(job["budget_mb"])
     out = []
     for name, program, tests, kwargs in job["cases"]:
-        before = snapshot(job["watch"])
+        owner = job.get("owner", os.getuid()) if os.getuid() == 0 else os.getuid()
+        before = snapshot(job["watch"], owner)
+        shared = snapshot(job.get("watch_any", []), None)
         baseline = gauge(job.get("meter"), reset=True)
         r = sandbox.run_program(program, tests, **kwargs)
         peak = gauge(job.get("meter"))
-        after = snapshot(job["watch"])
+        after = snapshot(job["watch"], owner)
         changes = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+        if job.get("watch_any"):  # (as root: files a leased uid left there)
+            changes += sorted(set(snapshot(job["watch_any"], None)) - set(shared))
         connections = 0
         for listener in listeners:
             while True:
@@ -127,7 +145,7 @@ def main():
                 except BlockingIOError:
                     break
         keys = [] if not job.get("keyring") or keyring_state() == (True, False) else [keyring_state()]
-        left = my_processes()
+        left = in_meter(job["meter"]) if job.get("left_in_meter") else my_processes()
         out.append(dict(name=name, verdict=r.verdict, tests=list(r.tests), passed=r.passed, detail=r.detail,
                         unsafe=getattr(r, "unsafe", None), changes=changes + keys, left=left,
                         connections=connections, baseline_mb=baseline, peak_mb=peak,

@@ -155,7 +155,7 @@ def test_no_namespaces_stops_at_start_in_one_line(script, tmp_path):
                        timeout=300, env=env)
     assert p.returncode == 1 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert p.stderr.startswith("error: sandbox: cannot isolate generated programs on this machine (namespaces "
-                               "switched off by CORE_CODE_SANDBOX_NO_NAMESPACES=1)")
+                               "switched off by CORE_CODE_SANDBOX_NO_NAMESPACES=1, the Landlock tier too)")
     assert "user.max_user_namespaces" in p.stderr and "--unsafe-sandbox" in p.stderr
 
 

@@ -26,7 +26,7 @@ from sandboxing import cgroup, memory
 
 SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
 UID = 61234  # an unprivileged uid of the tests' own, outside sandbox.UID_BASE's range and not an account
-FILES = ("sandbox.py", "problem.py", "tests/sandbox_as_user.py")  # and the sandboxing/ package
+FILES = ("sandbox.py", "problem.py", "tests/sandbox_as_user.py", "tests/no_namespaces.py")  # and sandboxing/
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="drops to an unprivileged uid: needs root (as CI)"),
               pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no system python3 that another uid can run")]
 
@@ -64,10 +64,13 @@ class User:
             os.chmod(folder, 0o755)
         os.chmod(self.answers, 0o644)
 
-    def run(self, cases, port=0, unsafe=False, env=None, timeout=600, listen=False, budget_mb=None, meter=False):
+    def run(self, cases, port=0, unsafe=False, env=None, timeout=600, listen=False, budget_mb=None, meter=False,
+            wrap=(), as_root=False):
         """tests/sandbox_as_user.py as this uid -> its per-case results (`listen`: it also holds a
         unix socket at self.socket and a secret in a session keyring of its own; `budget_mb`: the runs'
-        memory budget; `meter`: the script runs in an unlimited cgroup whose peak it reports per case)."""
+        memory budget; `meter`: the script runs in an unlimited cgroup whose peak it reports per case;
+        `wrap`: flags of tests/no_namespaces.py, run around it; `as_root`: the script runs as root (it then
+        watches this uid's files, and counts as left what is still in its meter's cgroup))."""
         job = os.path.join(self.copy, "job.json")
         gauge = cgroup.create(memory.hierarchy(), None) if meter else None
         fds = gauge.open_procs() if gauge else []
@@ -77,11 +80,14 @@ class User:
             json.dump({"cases": cases, "watch": [self.home, self.copy, self.other, "/tmp", "/var/tmp", "/dev/shm"],
                        "port": port, "unsafe": unsafe, "unix": self.socket if listen else "",
                        "keyring": "hunter2" if listen else "", "budget_mb": budget_mb,
-                       "meter": gauge.memory if gauge else ""}, f)
+                       "meter": gauge.memory if gauge else "", "owner": self.uid, "left_in_meter": as_root,
+                       "watch_any": ["/dev/shm"] if as_root else []}, f)
         os.chown(job, self.uid, self.uid)
         try:
-            done = subprocess.run([SYSTEM_PYTHON, "-I", os.path.join(self.copy, "sandbox_as_user.py"), job],
-                                  user=self.uid, group=self.uid, extra_groups=[], cwd=self.copy, capture_output=True,
+            wrapper = [SYSTEM_PYTHON, os.path.join(self.copy, "no_namespaces.py"), *wrap] if wrap else []
+            who = {} if as_root else dict(user=self.uid, group=self.uid, extra_groups=[])
+            done = subprocess.run([*wrapper, SYSTEM_PYTHON, "-I", os.path.join(self.copy, "sandbox_as_user.py"), job],
+                                  **who, cwd=self.copy, capture_output=True,
                                   text=True, timeout=timeout, pass_fds=fds,
                                   preexec_fn=(lambda: [os.write(fd, b"0") for fd in fds]) if fds else None,
                                   env={"HOME": self.home, "PATH": "/usr/bin:/bin", **(env or {})})
@@ -91,8 +97,10 @@ class User:
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout)
 
-    def command(self, *args, env=None):
-        return subprocess.run([SYSTEM_PYTHON, "-E", "-s", *args], user=self.uid, group=self.uid, extra_groups=[],
+    def command(self, *args, env=None, wrap=(), as_root=False):
+        wrapper = [SYSTEM_PYTHON, os.path.join(self.copy, "no_namespaces.py"), *wrap] if wrap else []
+        who = {} if as_root else dict(user=self.uid, group=self.uid, extra_groups=[])
+        return subprocess.run([*wrapper, SYSTEM_PYTHON, "-E", "-s", *args], **who,
                               cwd=self.copy, capture_output=True, text=True, timeout=120,
                               env={"HOME": self.home, "PATH": "/usr/bin:/bin", **(env or {})})
 
@@ -265,10 +273,10 @@ def test_check_lists_every_guarantee_as_an_ordinary_user(user):
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and lines[0] == "sandbox: user namespace (not root)", done.stdout + done.stderr
     assert [line.split()[0] for line in lines[1:-1]] == ["uid", "pid", "network", "filesystem", "home", "answers",
-                                                          "capabilities", "rlimits"]
+                                                          "capabilities", "rlimits", "host", "daemons"]
     assert all(" yes " in line for line in lines[1:-1]), done.stdout
     assert f"not in the run's filesystem: {user.home}" in done.stdout
-    assert " 16 processes" in lines[-2]  # without a cgroup: a lower RLIMIT_NPROC
+    assert " 16 processes" in lines[8]  # without a cgroup: a lower RLIMIT_NPROC (the rlimits line)
     assert lines[-1].startswith("memory: seccomp + rlimits + watchdog, aim 2048 MiB per run, best effort, worst case "
                                 "18.1 GiB (no cgroup: "), lines[-1]
 
