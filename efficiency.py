@@ -55,8 +55,8 @@ def program_cost(result) -> tuple[float, float] | None:
 
 
 def release_bonus(runtime_s, peak_mb):
-    """The authors' released efficiency reward (design notes: `codewc.py`), added only when every test
-    passes: 0.1 * exp(-3 * runtime_s) + 0.1 * exp(-0.1 * peak_MB). runtime_s, peak_mb: floats or tensors
+    """The authors' released efficiency reward (GitHub AlbertZhaoCA/e1, reward_function/codewc.py), added only
+    when every test passes: 0.1 * exp(-3 * runtime_s) + 0.1 * exp(-0.1 * peak_MB). runtime_s, peak_mb: floats or tensors
     of the same shape (here ET and MU: cost_s and cost_mb, measured outside the run; our reading of the
     release's "runtime" and "peak memory"). Returns the same shape, in (0, 0.2].
     >>> round(release_bonus(0.05, 10.0), 6)

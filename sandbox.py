@@ -58,6 +58,10 @@ namespaces the CPU of every process the test started counts too (read from the r
 before they are killed, after each test): work handed to a child is neither free nor over the
 limit unseen -- a test whose CPU with its children's passes timeout_s is a timeout. test_mem_mb
 is per process; Result.run_peak_mb is the whole run's (its cgroup's peak, else the watchdog's).
+These per-test figures are the program's process's word (it can work at import time, or send a
+timing of its own first): a diagnostic only. What ranks programs by cost is Result.cost_s / cost_mb
+(run_program(cost=True), sandboxing/cost.py): the whole run's CPU and memory peak measured by us,
+outside the run, less an empty program's on the same tests.
 
 Limits (each documented where it is set):
     CPU         each test, and the program's own top level, gets timeout_s CPU seconds (a timer
