@@ -6,6 +6,7 @@ an O(n^2) program; 200 MiB held from import against nothing. The figures each as
 bench/sandbox_cost.py (docs/sandbox.md#h11-claimed-per-test-timing): the same work costs the same within a
 few % (median of 3 runs), while the in-process figures gave the import-time forger 0.2 ms against 46 ms.
 """
+import contextlib
 import os
 import statistics
 from types import SimpleNamespace
@@ -125,6 +126,25 @@ def test_cost_only_when_asked_and_verdicts_unchanged():
     io = sandbox.run_program("import sys\nprint(sum(map(int, sys.stdin.read().split())))", cost=True,
                              io_tests=[("1 2\n", "3\n"), ("4 5\n", "9\n")])
     assert io.verdict == "passed" and io.cost_s is not None and io.fixed[0] > 0
+
+
+def test_training_and_eval_ask_for_the_cost(monkeypatch):
+    """train.py's runs ask for each program's cost only with --efficiency-weight > 0; eval's always (scoring).
+    Catches: the bonus computed on results without a cost (every bonus 0), or every training run paying for
+    the empty program's runs without the bonus."""
+    import scoring
+    import train
+
+    seen = []
+    done = sandbox.Result("passed", 1, 1, 0.03, 0.03, 9.0, cost_s=0.02, cost_mb=1.5)
+    monkeypatch.setattr(sandbox, "run_many", lambda jobs, workers=None: seen.append(jobs) or [done] * len(jobs))
+    job = {"program": "def f(): pass", "tests": ["assert f() is None"]}
+    for weight in ("0", "0.5"):
+        train.run_programs(train.get_args(["--efficiency-weight", weight]), lambda name: contextlib.nullcontext(), [job])
+    assert [[j.get("cost", False) for j in jobs] for jobs in seen] == [[False], [True]] and "cost" not in job
+    problem = SimpleNamespace(sandbox_job=lambda program, timeout_s: {"program": program}, task_id="t")
+    row = scoring.score([problem], [["p"]], [1], SimpleNamespace(sandbox_timeout=1.0, workers=1))["problems"][0]
+    assert seen[-1] == [{"program": "p", "cost": True}] and (row["et_ms"], row["mu_mb"]) == (20.0, 1.5)
 
 
 @pytest.fixture(scope="module")
