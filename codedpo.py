@@ -50,7 +50,7 @@ import sandbox
 
 TEST_SYSTEM = "You are an expert Python tester. You answer with one ```python code block of assert statements."
 EFFICIENCY_RATIO = 1.5  # the slower program must take >= 1.5x the faster's CPU time ...
-EFFICIENCY_MIN_S = 1e-3  # ... and >= 1 ms more (our choice: one assert runs in ~0.1 ms, mostly timing noise)
+EFFICIENCY_MIN_S = 5e-3  # ... and >= 5 ms more (efficiency.ET_FLOOR_S: a run's cost spreads by a few ms)
 TRUSTED = 0.5  # trusted tests: score >= 0.5 x the best test's (our choice; the paper says "top-scored")
 
 
