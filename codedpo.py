@@ -50,7 +50,7 @@ import sandbox
 
 TEST_SYSTEM = "You are an expert Python tester. You answer with one ```python code block of assert statements."
 EFFICIENCY_RATIO = 1.5  # the slower program must take >= 1.5x the faster's CPU time ...
-EFFICIENCY_MIN_S = 1e-3  # ... and >= 1 ms more (our choice: one assert runs in ~0.1 ms, mostly timing noise)
+EFFICIENCY_MIN_S = 5e-3  # ... and >= 5 ms more (efficiency.ET_FLOOR_S: a run's cost spreads by a few ms)
 TRUSTED = 0.5  # trusted tests: score >= 0.5 x the best test's (our choice; the paper says "top-scored")
 
 
@@ -78,6 +78,7 @@ def choose_pairs(s_c: torch.Tensor, s_t: torch.Tensor, passes: torch.Tensor, cpu
     """Preference pairs of one problem: [(chosen, rejected, kind)], kind "correct" or "efficient".
 
     s_c [N_c], s_t [N_t] from mutual_scores; passes [N_c, N_t]; cpu [N_c, N_t] CPU seconds of each run
+    per test (the run's cost measured outside it, split evenly over its tests: sandboxing/cost.py)
     (NaN: not timed); has_code [N_c] bool (a completion without code may be rejected, never chosen).
     correct:   chosen = the highest-scored program with code that passes a test, rejected = the lowest-
                scored; none when their scores are equal (nothing tells them apart).
@@ -234,7 +235,8 @@ def codedpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[d
         self_tests.append(list(dict.fromkeys(t for t in parsed if t)))  # unique, in order
     jobs = [p.sandbox_job(programs[b * n_c + i], args.sandbox_timeout) for b, p in enumerate(problems) for i in range(n_c)]
     own = [(b, i) for b in range(len(problems)) for i in range(n_c) if self_tests[b]]
-    jobs += [dict(program=programs[b * n_c + i], tests=self_tests[b], timeout_s=args.sandbox_timeout) for b, i in own]
+    jobs += [dict(program=programs[b * n_c + i], tests=self_tests[b], timeout_s=args.sandbox_timeout, cost=True)
+             for b, i in own]  # cost: measured outside each run, for the efficiency pairs
     with clock("sandbox"):  # 2. the hidden tests (reward, Spearman) and the pass graph, in one batch
         results = sandbox.run_many(jobs, workers=args.workers)
     hidden, graph = results[:len(programs)], dict(zip(own, results[len(programs):]))
@@ -245,8 +247,8 @@ def codedpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[d
         rows = [graph[(b, i)] for i in range(n_c)]
         n = len(self_tests[b])  # a run that never reached its tests (no code, a crash) reports fewer
         A = torch.tensor([[j < len(r.tests) and r.tests[j] == "passed" for j in range(n)] for r in rows])  # [N_c, N_t]
-        cpu = torch.tensor([[r.test_cpu_s[j] if j < len(r.test_cpu_s) and r.test_cpu_s[j] is not None
-                             else float("nan") for j in range(n)] for r in rows])  # [N_c, N_t] CPU s
+        cpu = torch.tensor([[r.cost_s / n if j < len(r.tests) and r.cost_s is not None else float("nan")
+                             for j in range(n)] for r in rows])  # [N_c, N_t] CPU s: the run's cost split evenly
         s_c, s_t = mutual_scores(A, args.dpo_rounds, args.dpo_damping)
         has_code = [programs[b * n_c + i] is not None for i in range(n_c)]
         for c, r, kind in choose_pairs(s_c, s_t, A, cpu, has_code):  # 3.

@@ -6,11 +6,15 @@ below were checked against the authors' own script (github.com/huangd1999/EffiBe
 calculate_memory_usage.py): ratios are taken PER PROBLEM against the canonical solution on the same
 tests and then averaged over problems, only programs that pass every test count.
 
-Per program p that passes every test of problem i, from the sandbox's per-test figures
-(sandbox.Result.test_cpu_s / test_mem_mb):
-    ET_p  = sum_t cpu_s[t]       seconds: CPU time of the tests' own execution (start-up, imports and
-                                 the program's top level excluded)
-    MU_p  = max_t mem_mb[t]      MiB: peak memory of a test above what the process held before it
+Per program p that passes every test of problem i, from the sandbox's cost measured OUTSIDE the run, where
+the program cannot touch it (sandbox.Result.cost_s / cost_mb, sandboxing/cost.py; run_program(cost=True)):
+    ET_p  = cost_s               seconds: CPU of all the run's processes (the program's top level and
+                                 imports included) less that of an empty program on the same tests
+    MU_p  = cost_mb              MiB: the run's memory peak (its cgroup's, else the largest process's)
+                                 less the empty program's
+EffiBench's ET sums per-test times and its MU takes the largest per-test peak; ours are the whole run's, so
+work done at import time or hidden from the program's own clocks counts (docs/sandbox.md#h11-claimed-per-test-timing).
+The per-test figures the program's process reports (Result.test_cpu_s / test_mem_mb) are a diagnostic only.
 The reference solution of problem i run once on the same tests gives ET_ref,i and MU_ref,i, and
     NET_p = max(ET_p, ET_FLOOR_S) / max(ET_ref,i, ET_FLOOR_S)
     NMU_p = max(MU_p, MU_FLOOR_MB) / max(MU_ref,i, MU_FLOOR_MB)
@@ -22,14 +26,15 @@ program twice as slow as the reference is already worth counting).
 
 Our choices, with reasons:
 - CPU time, not EffiBench's wall time: on a shared 2-core machine wall time includes waiting for a core.
-- The floors: a 30-microsecond test read 30-90 us in 15 fresh interpreters on this machine (2 cores,
-  2026-12-01), so ratios of sub-millisecond times are mostly noise; below ET_FLOOR_S both sides count
-  as equal (NET = 1). ru_maxrss-style peaks move in ~0.1 MiB steps for small work; hence MU_FLOOR_MB.
+- The floors: the fixed cost subtracted from a run's CPU (~15 ms) spreads by a few ms between runs on a
+  shared 2-core machine (docs/sandbox.md#the-spread-over-repetitions), so ratios of times below ET_FLOOR_S
+  are mostly noise; below it both sides count as equal (NET = 1). A cgroup's peak of an empty program moves
+  by ~0.5 MiB between runs; hence MU_FLOOR_MB.
 - TMU / NTMU (EffiBench's total memory usage, the integral of memory over time in MB*s, from
   memory_profiler samples) are NOT reported: the sandbox records one peak per test, not a trace over
   time, and most tests end before a sampler's first sample; MU x time would only be an upper bound.
 """
-ET_FLOOR_S = 1e-3  # CPU seconds; grpo.efficiency_bonus uses the same floor (tests/test_efficiency.py)
+ET_FLOOR_S = 5e-3  # CPU seconds; grpo.efficiency_bonus uses the same floor (tests/test_efficiency.py)
 MU_FLOOR_MB = 1.0  # MiB
 SLOW_NET = 2.0  # "slow" program: NET > SLOW_NET
 
@@ -37,16 +42,30 @@ SLOW_NET = 2.0  # "slow" program: NET > SLOW_NET
 def program_cost(result) -> tuple[float, float] | None:
     """(ET seconds, MU MiB) of a sandbox Result that passed every test, else None.
 
-    result: anything with .verdict, .test_cpu_s, .test_mem_mb (per-test tuples, as sandbox.Result). None also
-    when the timing is missing (a sandbox without per-test timing, or a test that never ran).
+    result: anything with .verdict, .cost_s, .cost_mb (sandbox.Result from run_program(cost=True)). None
+    also when the cost was not measured (cost=False).
     >>> from types import SimpleNamespace as R
-    >>> program_cost(R(verdict="passed", test_cpu_s=(0.002, 0.003), test_mem_mb=(0.5, 2.0)))
+    >>> program_cost(R(verdict="passed", cost_s=0.005, cost_mb=2.0))
     (0.005, 2.0)
     """
-    cpu, mem = getattr(result, "test_cpu_s", None), getattr(result, "test_mem_mb", None)
-    if result.verdict != "passed" or not cpu or not mem or None in cpu or None in mem:
+    cpu, mem = getattr(result, "cost_s", None), getattr(result, "cost_mb", None)
+    if result.verdict != "passed" or cpu is None or mem is None:
         return None
-    return sum(cpu), max(mem)
+    return cpu, mem
+
+
+def release_bonus(runtime_s, peak_mb):
+    """The authors' released efficiency reward (GitHub AlbertZhaoCA/e1, reward_function/codewc.py), added only
+    when every test passes: 0.1 * exp(-3 * runtime_s) + 0.1 * exp(-0.1 * peak_MB). runtime_s, peak_mb: floats or tensors
+    of the same shape (here ET and MU: cost_s and cost_mb, measured outside the run; our reading of the
+    release's "runtime" and "peak memory"). Returns the same shape, in (0, 0.2].
+    >>> round(release_bonus(0.05, 10.0), 6)
+    0.122859
+    """
+    import torch
+    t, m = torch.as_tensor(runtime_s, dtype=torch.float64), torch.as_tensor(peak_mb, dtype=torch.float64)
+    out = 0.1 * torch.exp(-3 * t) + 0.1 * torch.exp(-0.1 * m)
+    return out.item() if out.dim() == 0 else out
 
 
 def ratio(x: float, ref: float, floor: float) -> float:

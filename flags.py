@@ -44,6 +44,9 @@ def get_args(argv=None):
     a("--scale-rewards", default="group", choices=["group", "none"], help="divide advantages by the group std")
     a("--reward", default="pass_rate", choices=["pass_rate", "all_pass"], help="a program's reward: tests passed / tests, or 1 only when all pass")
     a("--efficiency-weight", type=float, default=0.0, help="lambda: bonus for faster fully-passing code")
+    a("--efficiency-reward", default="net", choices=["net", "release"],
+      help="the bonus's form: net (ours: lambda * min(1, 1/NET)) | release (the authors': lambda * (0.1 exp(-3 s) + "
+           "0.1 exp(-0.1 MiB))); both on the cost measured outside the run (docs/algorithm.md#the-efficiency-reward)")
     a("--coder-baseline", default="plan", choices=["plan", "problem"], help="the Coder's group: the programs of the same plan, or of the whole problem")
     a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
       help="a node's reward (plan, retrieval): mean or best of the final programs below it")

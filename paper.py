@@ -11,7 +11,8 @@ One block per benchmark, columns:
     n            problems the system saw (multi-call systems may see a seeded subset: eval.subset)
     vs CoRe-Code difference in points and McNemar's exact p (stats.paired_test) on the problems both saw
     NET / NMU    EffiBench's normalised time / memory over the problems every system of the block solves
-                 (efficiency.summary), the systems that saw a seeded subset left out of it (their NET / NMU: –)
+                 (efficiency.summary), the systems that saw a seeded subset left out of it (their NET / NMU: –);
+                 from each program's cost measured outside its run (sandboxing/cost.py), never its own figures
     calls, tokens  model calls and generated tokens per problem (eval.tree_costs)
 and the training steps each run made in its budget (its metrics.jsonl). With more than one benchmark, one more block
 pools them (pooled: every problem of every set once, the paired test over all of them). The header states the date, the

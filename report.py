@@ -91,8 +91,8 @@ def markdown(results: dict) -> str:
         lines.append("\nOutput checkers of the I/O tests (sandboxing/checkers.py): "
                      + "; ".join(f"{d}: {checker_note(results['checkers'].get(d, {}))}" for d in datasets) + ".")
     lines.append(f"\n\\* EffiBench's metrics (Huang et al. 2024) over the problems every system solves and whose "
-                 f"reference passed ({notes}): ET = CPU ms of the tests themselves, MU = peak MiB of a test above "
-                 f"the process before it; NET / NMU = the same over the reference solution's on the same tests "
+                 f"reference passed ({notes}): ET = CPU ms of the whole run, MU = its peak MiB, both measured "
+                 f"outside the run less an empty program's (sandboxing/cost.py); NET / NMU = the same over the reference solution's on the same tests "
                  f"(floors {1000 * efficiency.ET_FLOOR_S:g} ms / {efficiency.MU_FLOOR_MB:g} MiB); NET>2 % = share "
                  "of passing programs more than twice as slow as the reference.")
     if tests:

@@ -58,6 +58,10 @@ namespaces the CPU of every process the test started counts too (read from the r
 before they are killed, after each test): work handed to a child is neither free nor over the
 limit unseen -- a test whose CPU with its children's passes timeout_s is a timeout. test_mem_mb
 is per process; Result.run_peak_mb is the whole run's (its cgroup's peak, else the watchdog's).
+These per-test figures are the program's process's word (it can work at import time, or send a
+timing of its own first): a diagnostic only. What ranks programs by cost is Result.cost_s / cost_mb
+(run_program(cost=True), sandboxing/cost.py): the whole run's CPU and memory peak measured by us,
+outside the run, less an empty program's on the same tests.
 
 Limits (each documented where it is set):
     CPU         each test, and the program's own top level, gets timeout_s CPU seconds (a timer
@@ -75,6 +79,7 @@ Limits (each documented where it is set):
                 hence a uid of the run's own; in a user namespace it counts uid 0 of that
                 namespace, i.e. the run alone (Linux 5.14+ counts it per user namespace).
 """
+import dataclasses
 import functools
 import os
 import subprocess
@@ -84,6 +89,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 from sandboxing import bombs, check, judge, kinds, launch, memory, process, special_checker
+from sandboxing import cost as costs
 from sandboxing.judge import VERDICTS  # noqa: F401  (re-exported: sandbox.VERDICTS)
 from sandboxing.kinds import _plan  # noqa: F401  (re-exported: sandbox._plan)
 from sandboxing.confine import SAFE
@@ -188,7 +194,7 @@ class Result:
     verdict: str  # one of VERDICTS
     passed: int  # tests that passed
     total: int  # len(tests) + len(io_tests)
-    cpu_s: float  # CPU seconds of the child and all it started (user + sys)
+    cpu_s: float  # CPU seconds of the child and all it started (user + sys), measured out of its reach (cost.py)
     wall_s: float  # wall seconds of the run
     peak_rss_mb: float  # peak resident memory of the program's process(es), MiB
     detail: str = ""  # "ZeroDivisionError: division by zero", "test 3 failed: assert f(2) == 4 (got 5)"
@@ -200,6 +206,10 @@ class Result:
     coverage: tuple | None = None  # coverage=True: the program's lines that ran, as its process reported them
     #                                (data for a loss mask, never a verdict); None: not asked, or no report
     run_peak_mb: float = 0.0  # the run's memory peak, all its processes and files (cgroup; else the watchdog's), MiB
+    outside_mb: float = 0.0  # the run's memory peak measured out of its reach (sandboxing/cost.py), MiB
+    cost_s: float | None = None  # cost=True: the program's CPU s from outside, the empty program's subtracted (cost.py)
+    cost_mb: float | None = None  # cost=True: its memory peak from outside, MiB, the empty program's subtracted
+    fixed: tuple | None = None  # cost=True: (CPU s, MiB) of the empty program, the fixed cost subtracted above
 
     @property
     def pass_rate(self) -> float:
@@ -215,7 +225,7 @@ def _failed_all(verdict, n, detail, unsafe=False):
 
 def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", timeout_s: float = 4.0,
                 memory_mb: int = MEMORY_MB, mode: str | None = None, checker: str = "strict",
-                checker_program: str | None = None, coverage: bool = False) -> Result:
+                checker_program: str | None = None, coverage: bool = False, cost: bool = False) -> Result:
     """Run `program` against function tests (`setup`, then each test statement) or I/O tests
     ((stdin, expected stdout), ...), in a fresh sandboxed interpreter.
 
@@ -227,6 +237,9 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
     coverage: function tests run traced (sys.settrace, the program's process's main thread) and
     Result.coverage holds the line numbers of the program that ran (StepCoder's FGO); tracing costs the
     program CPU time, so verdicts of such a run are best not used as rewards. I/O tests: no coverage.
+    cost: also Result.cost_s / cost_mb, the program's cost measured out of its reach less the fixed cost
+    of an empty program on the same tests (sandboxing/cost.py; the first run of a job measures that fixed
+    cost, cost.FIXED_RUNS more runs); what ranks programs by speed or memory reads these, nothing else.
     >>> run_program("def f(x):\\n    return 2 * x", ["assert f(2) == 4", "assert f(3) == 5"]).tests
     ('passed', 'failed')
     >>> run_program("print(sum(map(int, input().split())))", io_tests=[("1 2\\n", "3\\n")]).verdict
@@ -274,18 +287,34 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
                       and m[0] == "coverage" and len(m) == 2), None) if coverage else None
         lines = tuple(sorted({x for x in lines if type(x) is int and 0 < x < 1 << 30})) \
             if type(lines) in (list, tuple) else None  # the program's words: plain ints or nothing
-        return Result(verdict, per_test.count("passed"), n, round(ran.cpu_s, 4), round(wall_s, 4),
-                      round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe, lines, ran.peak_mb)
+        result = Result(verdict, per_test.count("passed"), n, round(ran.outside_s, 4), round(wall_s, 4),
+                        round(peak_mb, 1), detail, per_test, cpu, wall, mem, unsafe, lines, ran.peak_mb,
+                        round(ran.outside_mb, 1))
+        if not cost:
+            return result
+        fixed = costs.fixed(costs.key(program, tests, io_tests, setup, timeout_s, memory_mb, mode, memory.budget_mb(),
+                                      memory.mechanism()),
+                            lambda: _empty_run(program, tests, io_tests, setup, timeout_s, memory_mb, mode))
+        cost_s, cost_mb = costs.net((ran.outside_s, ran.outside_mb), fixed)
+        return dataclasses.replace(result, cost_s=cost_s, cost_mb=cost_mb, fixed=fixed)
     except Exception as e:  # a defect of ours, met through a report no test foresaw
         return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
 
 
+def _empty_run(program, tests, io_tests, setup, timeout_s, memory_mb, mode):
+    """(CPU s, peak MiB) from outside of the empty program that stands for `program` (cost.stub) on its tests."""
+    r = run_program(costs.stub(program), tests, io_tests=io_tests, setup=setup, timeout_s=timeout_s,
+                    memory_mb=memory_mb, mode=mode)
+    return r.cpu_s, r.outside_mb
+
+
 def run_many(jobs: list[dict], workers: int | None = None, progress: bool = False,
-             coverage: bool = False) -> list[Result]:
+             coverage: bool = False, cost: bool = False) -> list[Result]:
     """run_program(**job) for every job, `workers` at a time (default: one per CPU core); results
-    in input order. Threads suffice: each one waits on its own child process. coverage: see run_program."""
+    in input order. Threads suffice: each one waits on its own child process. coverage, cost: see run_program
+    (a job's own "cost" key wins over `cost`)."""
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
-        results = pool.map(lambda job: run_program(**job, coverage=coverage), jobs)
+        results = pool.map(lambda job: run_program(**{"cost": cost, **job}, coverage=coverage), jobs)
         if progress:
             from tqdm import tqdm
             results = tqdm(results, total=len(jobs), desc="sandbox")

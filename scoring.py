@@ -20,8 +20,8 @@ def reference_costs(problems, args) -> list:
     no solution, the solution fails, or the sandbox gives no per-test timing.
     """
     have = [i for i, p in enumerate(problems) if p.solution]
-    jobs = [problems[i].sandbox_job(coder.program(problems[i], problems[i].solution), args.sandbox_timeout)
-            for i in have]
+    jobs = [dict(problems[i].sandbox_job(coder.program(problems[i], problems[i].solution), args.sandbox_timeout),
+                 cost=True) for i in have]
     out = [None] * len(problems)
     for i, r in zip(have, sandbox.run_many(jobs, workers=args.workers) if jobs else []):
         out[i] = efficiency.program_cost(r)
@@ -36,9 +36,10 @@ def score(problems, programs, ks, args, refs: list | None = None) -> dict:
     'problems': [{task_id, passed, verdicts, details, cpu_ms, peak_mb, et_ms, mu_mb, net, nmu, timed,
     net_gt2, ref_et_ms, ref_mu_mb}]}: cpu_ms / peak_mb are means over the passing programs of the whole
     sandboxed run (interpreter start included) and its peak RSS; et_ms ... ref_mu_mb are EffiBench's
-    per-test figures (efficiency.problem_row). None where no program passed.
+    figures, from the cost measured outside each run (efficiency.problem_row). None where no program passed.
     """
-    jobs = [p.sandbox_job(prog, args.sandbox_timeout) for p, progs in zip(problems, programs) for prog in progs]
+    jobs = [dict(p.sandbox_job(prog, args.sandbox_timeout), cost=True) for p, progs in zip(problems, programs)
+            for prog in progs]  # cost: each program's, measured outside its run (efficiency.program_cost)
     results = iter(sandbox.run_many(jobs, workers=args.workers))
     refs = refs or [None] * len(problems)
     rows = []

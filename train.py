@@ -120,8 +120,10 @@ def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollou
 
 def run_programs(args, clock, jobs: list) -> list:
     """Step 1's run(jobs) for tree.build (bound with partial): sandbox.run_many on --workers processes,
-    timed as the sandbox phase."""
+    timed as the sandbox phase; with --efficiency-weight, each program's cost measured outside its run too."""
     with clock("sandbox"):
+        if args.efficiency_weight > 0:  # the bonus reads each program's cost, measured outside its run
+            jobs = [dict(job, cost=True) for job in jobs]
         return sandbox.run_many(jobs, workers=args.workers)
 
 
@@ -242,9 +244,6 @@ def setup(args) -> Run:
     held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     run.eval_problems = checkers.use(held_out, args.checker)
     progress.start(args, device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
-    if args.efficiency_weight > 0 and run.main_rank:
-        print("note: the efficiency bonus uses the per-test times that the program's own process reports: a policy can "
-              "learn to claim speed it does not have (docs/sandbox.md#h11-open-claimed-per-test-timing)")
     try:
         run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates
                                         memory_mb=args.sandbox_memory)

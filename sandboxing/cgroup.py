@@ -122,6 +122,16 @@ class Cgroup:
             return int(read(os.path.join(self.memory, name)))
         return 0
 
+    def cpu_seconds(self):
+        """CPU seconds (user + sys) of every process that was in the cgroup: v2 cpu.stat `usage_usec`, v1
+        cpuacct.usage (ns) where cpuacct is mounted with the cpu controller; None where neither is there."""
+        with contextlib.suppress(OSError, ValueError):
+            if self.version == 2:
+                return field(os.path.join(self.memory, "cpu.stat"), "usage_usec") / 1e6
+            if "cpu" in self.dirs and os.path.exists(os.path.join(self.dirs["cpu"], "cpuacct.usage")):
+                return int(read(os.path.join(self.dirs["cpu"], "cpuacct.usage"))) / 1e9
+        return None
+
     def pids(self):
         with contextlib.suppress(OSError):
             return [int(p) for p in read(os.path.join(self.memory, "cgroup.procs")).split()]

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from sandboxing import kinds, memory, process
+from sandboxing import cost, kinds, memory, process
 from sandboxing.confine import ISOLATED
 
 
@@ -60,6 +60,8 @@ class Ran:
     peak_mb: float = 0.0
     error: str = ""
     wall_s: float = 0.0  # from the spawn to the child reaped (not the cgroup's removal after it)
+    outside_s: float = 0.0  # the run's CPU s, all its processes, measured out of its reach (cost.outside)
+    outside_mb: float = 0.0  # the run's memory peak, MiB, the same way
 
 
 def run(job, key, feed, limit, deadline_s, env):
@@ -130,8 +132,10 @@ def _spawned(job, key, feed, limit, start, deadline, env, workdir, meter):
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         proc.stdout.close()
+    wall_s = time.monotonic() - start
+    outside_s, outside_mb = cost.outside(usage, meter.group or meter.gauge, meter.peak / 2**20)
     return Ran(status, usage.ru_utime + usage.ru_stime, cut, meter.cut if cut == "memory" else None, meter.peak_mb(),
-               wall_s=time.monotonic() - start)
+               wall_s=wall_s, outside_s=outside_s, outside_mb=outside_mb)
 
 
 def seal(data: bytes, key: bytes) -> bytes:

@@ -6,7 +6,7 @@ file (argv[1]) {"cases": [[name, program, tests, kwargs], ...], "home": ..., "wa
 "port": listener port or 0, "unix": a unix socket path to listen on or "", "keyring": a secret to put in
 a session keyring of this script's own or "", "unsafe": bool}; output on stdout: one JSON list, per case
 {name, verdict, tests, passed, detail, unsafe, changes, left, connections, baseline_mb, peak_mb,
-run_peak_mb}; "budget_mb" sets the runs' memory budget, "meter" names a cgroup v1 folder around this script:
+run_peak_mb, cost_s, cost_mb} (the last two: kwargs cost=True, sandboxing/cost.py); "budget_mb" sets the runs' memory budget, "meter" names a cgroup v1 folder around this script:
     changes      the host files created, changed or removed under `watch` (the home, the sandbox's
                  own files, /tmp, /var/tmp, /dev/shm) while the case ran
     left         processes of this uid alive after the verdict, other than this script
@@ -149,7 +149,8 @@ def main():
         out.append(dict(name=name, verdict=r.verdict, tests=list(r.tests), passed=r.passed, detail=r.detail,
                         unsafe=getattr(r, "unsafe", None), changes=changes + keys, left=left,
                         connections=connections, baseline_mb=baseline, peak_mb=peak,
-                        run_peak_mb=getattr(r, "run_peak_mb", None)))
+                        run_peak_mb=getattr(r, "run_peak_mb", None), cost_s=getattr(r, "cost_s", None),
+                        cost_mb=getattr(r, "cost_mb", None)))
     print(json.dumps(out))
 
 

@@ -142,6 +142,17 @@ def test_sandbox_bench_io_row():
         assert passed == total > 0, line
 
 
+def test_sandbox_cost_bench_prints_every_program_passed():
+    """bench/sandbox_cost.py, one run each (~5 s): the four programs of the same work all pass, and the
+    import-time forger's claimed CPU is far below its cost from outside (the row the docs keep)."""
+    out = run("bench/sandbox_cost.py", "--reps", "1")
+    rows = {cells[0]: cells[1:] for line in out.splitlines() if line.startswith("| ")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    assert all(rows[name][0] == "passed" for name in ("honest", "import time", "clock patch", "report")), out
+    claimed, cost = (float(rows["import time"][i].split()[0]) for i in (1, 3))
+    assert claimed < 5 < cost, out  # ms
+
+
 def test_rss_profile_names_stages_by_their_bars(tmp_path):
     """bench/rss_profile.py on a child that draws a bar 'work' and then holds 300 MiB for 2 s: the 'work' row's
     peak is at least 0.25 GiB and the 'load' row (before any bar) stays under it. Catches: a stage named

@@ -55,12 +55,14 @@ def test_pair_choice():
     # programs 0 and 1 pass tests 0 and 1, nothing passes test 2 (untrusted: its time is ignored)
     A = torch.tensor([[1, 1, 0], [1, 1, 0], [0, 0, 0]])
     c, t = codedpo.mutual_scores(A)
-    cpu = torch.tensor([[0.004, 0.004, 9.0], [0.001, 0.001, 0.0], [NAN, NAN, NAN]])
+    cpu = torch.tensor([[0.004, 0.004, 9.0], [0.001, 0.001, 0.0], [NAN, NAN, NAN]])  # 8 ms against 2 ms
     assert codedpo.choose_pairs(c, t, A, cpu, [True] * 3) == [(0, 2, "correct"), (1, 0, "efficient")]
     close = torch.tensor([[0.0012, 0.0012, 0.0], [0.001, 0.001, 0.0], [NAN] * 3])  # 1.2x: timing noise
     assert codedpo.choose_pairs(c, t, A, close, [True] * 3) == [(0, 2, "correct")]
     tiny = torch.tensor([[0.0004, 0.0004, 0.0], [0.0001, 0.0001, 0.0], [NAN] * 3])  # 4x but 0.6 ms apart
     assert codedpo.choose_pairs(c, t, A, tiny, [True] * 3) == [(0, 2, "correct")]
+    noise = torch.tensor([[0.002, 0.002, 0.0], [0.0005, 0.0005, 0.0], [NAN] * 3])  # 4x, 3 ms apart: within the spread
+    assert codedpo.choose_pairs(c, t, A, noise, [True] * 3) == [(0, 2, "correct")]
     flat = torch.ones(3, 2)  # every program passes everything: nothing to prefer
     c, t = codedpo.mutual_scores(flat)
     assert codedpo.choose_pairs(c, t, flat, torch.full((3, 2), NAN), [True] * 3) == []

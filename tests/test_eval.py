@@ -85,19 +85,20 @@ def test_score_known_programs_gives_the_exact_table():
     assert res["problems"][0]["cpu_ms"] > 0 and res["problems"][1]["cpu_ms"] is None
 
 
-def _result(verdict, cpu=None, mem=None):
-    """A stand-in for sandbox.Result with its per-test fields."""
+def _result(verdict, cost_s=None, cost_mb=None):
+    """A stand-in for sandbox.Result with its cost measured outside the run (and a claimed per-test CPU of 0)."""
     import types
 
-    return types.SimpleNamespace(verdict=verdict, detail="", cpu_s=0.03, peak_rss_mb=9.0, test_cpu_s=cpu,
-                                 test_mem_mb=mem)
+    return types.SimpleNamespace(verdict=verdict, detail="", cpu_s=0.03, peak_rss_mb=9.0, cost_s=cost_s,
+                                 cost_mb=cost_mb, test_cpu_s=(0.0, 0.0), test_mem_mb=(0.0, 0.0))
 
 
 def test_score_keeps_per_test_efficiency_and_reference(monkeypatch):
-    """Hand-made Results (no sandbox): problem a, reference 2 + 2 ms / peaks 1.5, 2 MiB; programs 4 + 4 ms /
-    4, 1 MiB (NET 2, NMU 2) and a failure; problem b has no solution: ET kept, NET None.
+    """Hand-made Results (no sandbox): problem a, reference cost 40 ms / 2 MiB; programs 80 ms / 4 MiB (NET 2,
+    NMU 2) and a failure; problem b has no solution: ET kept, NET None. The cost is asked for (cost=True).
     Catches: efficiency from failed programs, the reference of one problem used for another, the
-    reference run with a different framing than the Coder's programs (coder.program), refs not passed."""
+    reference run with a different framing than the Coder's programs (coder.program), refs not passed,
+    the programs' claimed per-test CPU (0) read instead of their cost."""
     import types
 
     import data
@@ -109,34 +110,35 @@ def test_score_keeps_per_test_efficiency_and_reference(monkeypatch):
     seen = []
 
     def fake_run_many(jobs, workers=None):
+        assert all(j["cost"] for j in jobs)
         seen.append([j["program"] for j in jobs])
         if len(seen) == 1:  # the reference run: only problem a has a solution
-            return [_result("passed", (0.002, 0.002), (1.5, 2.0))]
-        return [_result("passed", (0.004, 0.004), (4.0, 1.0)), _result("failed", (0.001, None), (0.1, None)),
-                _result("passed", (0.010, 0.010), (3.0, 3.0)), _result("timeout", (None, None), (None, None))]
+            return [_result("passed", 0.040, 2.0)]
+        return [_result("passed", 0.080, 4.0), _result("failed", 0.010, 0.1),
+                _result("passed", 0.200, 3.0), _result("timeout")]
 
     monkeypatch.setattr(sandbox, "run_many", fake_run_many)
     args = types.SimpleNamespace(sandbox_timeout=1.0, workers=1)
     refs = scoring.reference_costs([a, b], args)
-    assert seen[0] == ['def f(x):\n    """x"""\n\ndef f(x):\n    return x\n'] and refs == [pytest.approx((0.004, 2.0)), None]
+    assert seen[0] == ['def f(x):\n    """x"""\n\ndef f(x):\n    return x\n'] and refs == [pytest.approx((0.040, 2.0)), None]
     res = scoring.score([a, b], [["p1", "p2"], ["q1", "q2"]], [1], args, refs)
     ra, rb = res["problems"]
     assert (ra["et_ms"], ra["mu_mb"], ra["net"], ra["nmu"], ra["timed"], ra["net_gt2"]) == \
-        (pytest.approx(8.0), 4.0, pytest.approx(2.0), 2.0, 1, 0)
-    assert (rb["et_ms"], rb["net"], rb["ref_et_ms"]) == (pytest.approx(20.0), None, None)
+        (pytest.approx(80.0), 4.0, pytest.approx(2.0), 2.0, 1, 0)
+    assert (rb["et_ms"], rb["net"], rb["ref_et_ms"]) == (pytest.approx(200.0), None, None)
     assert ra["cpu_ms"] == pytest.approx(30.0) and res["pass@1"] == pytest.approx(0.5)
 
 
 def _system(solved: set, slow: set = frozenset(), n: int = 10) -> dict:
-    """Eval row of a greedy system on problems p0..p{n-1}: solves `solved`, 4 ms each (12 ms in `slow`);
-    every problem's reference takes 4 ms and 2 MiB."""
+    """Eval row of a greedy system on problems p0..p{n-1}: solves `solved`, 8 ms each (24 ms in `slow`);
+    every problem's reference takes 8 ms and 2 MiB."""
     import efficiency
 
     probs = []
     for i in range(n):
-        cost = None if i not in solved else (0.012 if i in slow else 0.004, 2.0)
+        cost = None if i not in solved else (0.024 if i in slow else 0.008, 2.0)
         probs.append({"task_id": f"p{i}", "passed": int(cost is not None),
-                      "verdicts": ["passed" if cost else "failed"], **efficiency.problem_row([cost], (0.004, 2.0))})
+                      "verdicts": ["passed" if cost else "failed"], **efficiency.problem_row([cost], (0.008, 2.0))})
     return {"mode": "x", "pass@1": len(solved) / n, "verdicts": {"passed": len(solved)}, "plan_tokens": None,
             "code_tokens": 10.0, "generation_s": 1.0, "problems": probs}
 
@@ -146,7 +148,7 @@ def test_table_marks_significance_and_intervals():
     McNemar p = 2/64 = 0.031 -> marked. base direct solves p0..p2; coder (vs base direct) solves p1..p5:
     only coder 3, only base 1 -> p = 2 (1 + 4) / 16 = 0.625 -> not marked. core's interval, 8 of 10:
     resampled means ~ Binomial(10, 0.8) / 10, quantiles 5/10 and 10/10 -> [50.0, 100.0]. Efficiency over
-    the problems all solve ({p1}): core's program there takes 12 ms -> NET 3, 100 % slow.
+    the problems all solve ({p1}): core's program there takes 24 ms -> NET 3, 100 % slow.
     Catches: a mark on the wrong row or without significance, marks against the wrong base,
     unpaired tests, an interval that is not over problems, efficiency over each system's own set."""
     import report
@@ -160,8 +162,8 @@ def test_table_marks_significance_and_intervals():
     lines = report.markdown(results).splitlines()
     assert lines[0] == ("| system | mode | val pass@1 | val pass@1 95% CI | val ET ms* | val NET* | val MU MiB* | "
                         "val NMU* | val NET>2 %* |")
-    assert lines[3] == "| base plan | plan | 20.0 | [0.0, 50.0] | 4.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
-    assert lines[4] == "| core | plan | 80.0† | [50.0, 100.0] | 12.00 | 3.00 | 2.00 | 1.00 | 100.0 |"
+    assert lines[3] == "| base plan | plan | 20.0 | [0.0, 50.0] | 8.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
+    assert lines[4] == "| core | plan | 80.0† | [50.0, 100.0] | 24.00 | 3.00 | 2.00 | 1.00 | 100.0 |"
     assert lines[5].startswith("| coder | direct | 50.0 | [")
     text = "\n".join(lines)
     assert "- val pass@1 · core vs base plan: +60.0 (McNemar exact, only A 0, only B 6); p = 0.0312 (significant)" in text

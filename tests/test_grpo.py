@@ -112,17 +112,18 @@ def test_grpo_loss_clipping_and_k3_kl_values():
 
 
 def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
-    """Catches: the bonus for a failing program, the old whole-run cpu_s instead of the tests' own
-    CPU time, the group's fastest used where the problem has a reference, NET not capped at 1."""
+    """Catches: the bonus for a failing program, the whole run's cpu_s (fixed cost included) or the
+    per-test CPU the program claimed instead of its cost measured outside (cost_s), the group's fastest
+    used where the problem has a reference, NET not capped at 1; the released form on hand values."""
     import dataclasses
 
     import reward
     import sandbox
     import train
 
-    def R(verdict, passed, test_cpu):  # a Result with per-test CPU seconds (cpu_s: start-up dominated)
-        return dataclasses.replace(sandbox.Result(verdict, passed, 2, 0.03, 0.03, 9.0), test_cpu_s=test_cpu,
-                                   test_wall_s=test_cpu, test_mem_mb=(0.0,) * len(test_cpu))
+    def R(verdict, passed, cost, mb=0.0):  # a Result with its cost (sum of the tuple), claiming 0 s per test
+        return dataclasses.replace(sandbox.Result(verdict, passed, 2, 0.03, 0.03, 9.0), test_cpu_s=(0.0, 0.0),
+                                   test_wall_s=(0.0, 0.0), test_mem_mb=(0.0, 0.0), cost_s=sum(cost), cost_mb=mb)
     results = [R("passed", 2, (0.004, 0.006)), R("passed", 2, (0.01, 0.01)),  # problem 1: no reference
                R("failed", 1, (0.001, 0.001)), R("passed", 2, (0.01, 0.03))]  # problem 2: reference ET 0.01 s
     args = train.get_args(["--efficiency-weight", "0.5"])
@@ -135,6 +136,10 @@ def test_rewards_pass_rate_all_pass_and_efficiency_bonus():
     assert reward.rewards_of(fast, (2, 1, 2), args, ref).flatten()[3].item() == pytest.approx(1.5)
     args = train.get_args(["--reward", "all_pass"])
     assert reward.rewards_of(results, (2, 1, 2), args).flatten().tolist() == [1.0, 1.0, 0.0, 1.0]
+    # the released form, lambda 1: 0.05 s and 10 MiB -> 1 + 0.1 e^-0.15 + 0.1 e^-1 = 1.122859; failing: 0.5, no bonus
+    args = train.get_args(["--efficiency-weight", "1", "--efficiency-reward", "release"])
+    got = reward.rewards_of([R("passed", 2, (0.05,), 10.0), R("failed", 1, (0.0,))], (1, 1, 2), args)
+    assert got.flatten().tolist() == pytest.approx([1.122859, 0.5], abs=1e-6)
 
 
 def test_docstring_example_three_token_clipped_loss():  # the worked example of grpo_loss's docstring
