@@ -85,8 +85,8 @@ def test_no_forger_is_cheaper_than_the_honest_program(name, honest):
     bonus = grpo.efficiency_bonus(torch.tensor([[forged_s, honest_s]]), torch.tensor([[True, True]]),
                                   torch.tensor([honest_s]))
     assert bonus[0, 0] <= bonus[0, 1] / TOLERANCE, (name, bonus)
-    released = efficiency.release_bonus(forged_s, forged_runs[0].cost_mb)
-    assert released <= efficiency.release_bonus(TOLERANCE * honest_s, honest_runs[0].cost_mb), name
+    mb = honest_runs[0].cost_mb  # the time term alone: a fraction of a MiB apart is noise (memory: the 200 MiB test)
+    assert efficiency.release_bonus(forged_s, mb) <= efficiency.release_bonus(TOLERANCE * honest_s, mb), name
     if name != "clock patch":  # its clocks reach the program only: the runner's per-test CPU stays right
         claimed = statistics.median(sum(r.test_cpu_s) for r in forged_runs)
         assert claimed < 0.1 * honest_s, (name, claimed)  # the diagnostic is fooled; the cost is not
