@@ -11,9 +11,10 @@ the run has seen). The interval of a dev point is the percentile bootstrap over 
 of two runs, are compared paired (McNemar exact, stats.mcnemar_exact) where the eval line lists the problems
 solved (`eval_solved`).
 Diagnostics per GRPO step (a rolling mean over SMOOTH steps: single steps of 2 problems are noisy): the mean
-reward, the share of the Coder's groups with no spread (no signal), the entropy proxy (mean -log pi of the
-sampled tokens), the mean code length, the clip fraction or the KL, and how many distinct training problems
-the run has seen.
+reward, the share of programs passing every test, the share of the Coder's groups with no spread (no signal),
+the entropy proxy (mean -log pi of the sampled tokens), the mean code length, the clip fraction (0 by construction
+with one update per batch of rollouts: rho = 1), the KL (logged only with --beta > 0), and how many distinct
+training problems the run has seen.
 """
 import argparse
 import json
@@ -24,9 +25,10 @@ import stats
 from report import write_text_atomic
 
 SMOOTH = 10  # steps in the rolling mean of the per-step diagnostics
-DIAGNOSTICS = [("reward", "training reward"), ("frac_zero_std_coder", "Coder groups with no spread"),
-               ("neg_logp_coder", "entropy proxy, Coder (nats/token)"), ("code_tokens", "code tokens"),
-               ("coder_clip_frac", "clip fraction, Coder"), ("coder_kl", "KL, Coder")]
+DIAGNOSTICS = [("reward", "training reward"), ("pass_all", "programs passing all tests"),
+               ("frac_zero_std_coder", "Coder groups with no spread"), ("neg_logp_coder", "entropy proxy, Coder (nats/token)"),
+               ("code_tokens", "code tokens"), ("coder_clip_frac", "clip fraction, Coder (0 when rho = 1)"),
+               ("coder_kl", "KL, Coder")]
 
 
 def read_jsonl(path: Path) -> list:
@@ -143,7 +145,7 @@ def plot(runs: list, out_png: Path) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "curves skipped: matplotlib is not installed (pip install matplotlib)"
-    fig, axes = plt.subplots(2, 4, figsize=(17, 7))
+    fig, axes = plt.subplots(3, 3, figsize=(14, 10))
     axes = axes.flatten()
     for i, run in enumerate(runs):
         color = f"C{i}"
@@ -157,14 +159,14 @@ def plot(runs: list, out_png: Path) -> str:
             ys = rolling([m.get(key) for m in run["grpo"]])
             if any(y is not None for y in ys):
                 ax.plot(steps, [float("nan") if y is None else y for y in ys], color=color, label=run["name"])
-        axes[7].plot(steps, run["seen"], color=color, label=run["name"])
+        axes[8].plot(steps, run["seen"], color=color, label=run["name"])
     n = next((r["evals"][0]["eval_problems"] for r in runs if r["evals"]), 0)
     axes[0].set_title(f"dev pass@1 %, greedy ({n} problems; 95 % CI)")
     for ax, (_, title) in zip(axes[1:], DIAGNOSTICS):
         ax.set_title(f"{title} (mean of {SMOOTH})")
         if not ax.lines:
             ax.text(0.5, 0.5, "not logged (e.g. KL with beta 0)", ha="center", transform=ax.transAxes)
-    axes[7].set_title("distinct training problems seen")
+    axes[8].set_title("distinct training problems seen")
     for ax in axes:
         ax.set_xlabel("GRPO step")
     if axes[0].lines:
