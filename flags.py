@@ -42,11 +42,16 @@ def get_args(argv=None):
     a("--loss-type", default="token", choices=["token", "grpo", "dr_grpo"], help="how the loss is normalised (grpo.loss_weights; docs/algorithm.md)")
     a("--num-iterations", type=int, default=1, help="updates per batch of rollouts (old log-probs stored)")
     a("--scale-rewards", default="group", choices=["group", "none"], help="divide advantages by the group std")
-    a("--reward", default="pass_rate", choices=["pass_rate", "all_pass"], help="a program's reward: tests passed / tests, or 1 only when all pass")
+    a("--reward", default="pass_rate", choices=["pass_rate", "all_pass", "shaped"],
+      help="a program's reward: tests passed / tests, or 1 only when all pass, or the authors' shaped reward "
+           "(pass rate + 0.1 if no test errored or timed out + 0.2 if all passed: reward.program_reward)")
     a("--efficiency-weight", type=float, default=0.0, help="lambda: bonus for faster fully-passing code")
     a("--coder-baseline", default="plan", choices=["plan", "problem"], help="the Coder's group: the programs of the same plan, or of the whole problem")
-    a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
-      help="a node's reward (plan, retrieval): mean or best of the final programs below it")
+    a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max", "softmax"],
+      help="a node's reward (plan, retrieval): mean or best of the final programs below it, or the authors' "
+           "softmax-weighted mean of their pass rates + 0.1 if none errored (grpo.softmax_credit)")
+    a("--credit-temperature", type=float, default=0.5,
+      help="T of --planner-credit softmax: sum_j softmax(s/T)_j s_j (0.5: the authors' release)")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
     a("--roles", "--train-roles", dest="roles", default=None,
       help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code, the default with --algo grpo) | coder "

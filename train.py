@@ -99,7 +99,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
                           k=args.retrieval_k)
     rewards = reward.step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
     credit = tree.advantages(rollouts, args.planner_credit, args.scale_rewards == "group",  # 3
-                             args.coder_baseline, args.debug_reward, args.debug_gamma)
+                             args.coder_baseline, args.debug_reward, args.debug_gamma, args.credit_temperature)
     update_metrics = update.gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
     step_s = time.perf_counter() - t0
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5

@@ -1,0 +1,92 @@
+"""The authors' release beside our reading (docs/algorithm.md#ours-and-the-authors-release): the softmax plan
+credit, the shaped reward, and the sandbox verdicts that tell an error from a wrong answer. Hand values."""
+import math
+
+import pytest
+import torch
+
+import grpo
+import reward
+import sandbox
+import train
+import tree
+
+E2 = math.e ** 2 / (math.e ** 2 + 1)  # softmax([1, 0] / 0.5)[0] = 0.880797
+
+
+def result(*verdicts):
+    """A sandbox Result with one verdict per test, as the sandbox reports them (passed/failed/error/timeout)."""
+    passed = verdicts.count("passed")
+    overall = "passed" if passed == len(verdicts) else next(v for v in verdicts if v != "passed")
+    return sandbox.Result(overall, passed, len(verdicts), 0.01, 0.01, 9.0, "", tuple(verdicts))
+
+
+def test_softmax_credit_hand_values():
+    """One problem, plan 1's codes pass [1, 0] of their tests, plan 2's [0.5, 0.5], T = 0.5: weights
+    e^2 / (e^2 + 1) = 0.880797 and 0.119203, so plan 1 is worth 0.880797 (the mean would say 0.5) and plan 2
+    0.5; + 0.1 for plan 1 whose codes both ran every test to a verdict, none for plan 2 (one code errored).
+    Catches: softmax of s without the temperature (0.731059), a weighted sum without normalising, the bonus
+    given per code or when any code is clean."""
+    parent = grpo.two_level_tree(1, 2, 2)  # [-1, 0, 0, 1, 1, 2, 2]
+    s = torch.tensor([0, 0, 0, 1.0, 0.0, 0.5, 0.5])
+    ok = torch.ones(7, dtype=torch.bool)
+    R, _ = grpo.node_credit(s, ok, parent, "softmax", 0.5)
+    assert R[1:3].tolist() == pytest.approx([0.880797, 0.5], abs=1e-6)
+    assert R[1].item() == pytest.approx(E2, rel=1e-6) and R[3:].tolist() == s[3:].tolist()
+    clean = torch.tensor([True] * 5 + [False, True])
+    R, _ = grpo.node_credit(s, ok, parent, "softmax", 0.5, clean)
+    assert R[1:3].tolist() == pytest.approx([E2 + 0.1, 0.5], rel=1e-6)
+    R, _ = grpo.node_credit(s, ok, parent, "softmax", 1e6)  # T -> inf: the plain mean
+    assert R[1:3].tolist() == pytest.approx([0.5, 0.5], abs=1e-6)
+    # scores: the inner nodes weigh pass rates while each code keeps its own (shaped) reward
+    shaped = torch.tensor([0, 0, 0, 1.3, 0.1, 0.6, 0.6])
+    R, _, _ = grpo.tree_advantages(shaped, ok, parent, "softmax", temperature=0.5, scores=s)
+    assert R[1:3].tolist() == pytest.approx([E2, 0.5], rel=1e-6) and R[3:].tolist() == shaped[3:].tolist()
+
+
+def test_tree_softmax_credit_reads_pass_rates_and_errors_from_the_results():
+    """tree.advantages with credit 'softmax': the scores are the programs' pass rates (not their shaped
+    rewards) and the bonus comes from their per-test verdicts. Plan 1: 2/2 and 0/2 wrong answers (clean)
+    -> 0.880797 + 0.1; plan 2: 1/2 + a timeout and 1/2 wrong -> 0.5. Advantages (population std):
+    mean 0.740399, std 0.240399 -> +-0.240399 / 0.240499."""
+    results = [result("passed", "passed"), result("failed", "failed"), result("passed", "timeout"),
+               result("passed", "failed")]
+    t = tree.Tree([None], ["planner", "coder"])
+    t.nodes.append(tree.Node("problem", -1, 0))
+    t.nodes += [tree.Node("planner", 0, 0, "plan", "plan", 0, i, valid=True) for i in range(2)]
+    t.nodes += [tree.Node("coder", 1 + i // 2, 0, "code", "code", 0, i, valid=True, result=r,
+                          reward=reward.program_reward(r, "shaped")) for i, r in enumerate(results)]
+    c = tree.advantages(t, "softmax", temperature=0.5)
+    assert c["planner"].reward.tolist() == pytest.approx([E2 + 0.1, 0.5], rel=1e-6)
+    d = (E2 + 0.1 - 0.5) / 2
+    assert c["planner"].adv.tolist() == pytest.approx([d / (d + 1e-4), -d / (d + 1e-4)], rel=1e-6)
+    assert c["coder"].reward.tolist() == pytest.approx([1.3, 0.1, 0.5, 0.6])  # the Coder keeps its shaped reward
+
+
+def test_shaped_reward_hand_values():
+    """pass rate + 0.1 if no test errored or timed out + 0.2 if all passed: 4 of 4 -> 1.3; 2 of 4 with the
+    other two wrong answers -> 0.6; 2 of 4 with one raising -> 0.5; 0 of 2, all timeouts -> 0; a program
+    with no code -> 0. Catches: the all-pass bonus without the clean one (1.2), a wrong answer counted as an
+    error (0.5 for the second), an empty test list counted clean."""
+    assert reward.program_reward(result("passed", "passed", "passed", "passed"), "shaped") == pytest.approx(1.3)
+    assert reward.program_reward(result("passed", "passed", "failed", "failed"), "shaped") == pytest.approx(0.6)
+    assert reward.program_reward(result("passed", "passed", "failed", "error"), "shaped") == pytest.approx(0.5)
+    assert reward.program_reward(result("timeout", "timeout"), "shaped") == 0.0
+    assert reward.program_reward(sandbox._failed_all("no_code", 3, "no code"), "shaped") == 0.0
+    assert not reward.no_error(sandbox.Result("failed", 0, 0, 0, 0, 0))
+    args = train.get_args(["--reward", "shaped"])
+    rs = [result("passed", "passed"), result("passed", "failed"), result("passed", "error"), result("error", "error")]
+    assert reward.rewards_of(rs, (2, 1, 2), args).flatten().tolist() == pytest.approx([1.3, 0.6, 0.5, 0.0])
+    with pytest.raises(ValueError, match="unknown reward"):
+        reward.program_reward(rs[0], "sum")
+
+
+def test_sandbox_verdicts_tell_an_error_from_a_wrong_answer():
+    """The real sandbox: per test, a wrong answer is 'failed', a raise 'error', an endless loop 'timeout'
+    (Result.tests), which is what the shaped reward's and the plan credit's no-error bonus read."""
+    program = "a = int(input())\nif a == 3:\n    raise ValueError(a)\nif a == 4:\n    while True: pass\nprint(a * 2)"
+    r = sandbox.run_program(program, io_tests=[("1", "2"), ("2", "5"), ("3", "6"), ("4", "8")], timeout_s=0.5)
+    assert r.tests == ("passed", "failed", "error", "timeout") and not reward.no_error(r)
+    r = sandbox.run_program("print(int(input()) + 1)", io_tests=[("1", "2"), ("2", "5")], timeout_s=1.0)
+    assert r.tests == ("passed", "failed") and reward.no_error(r)
+    assert reward.program_reward(r, "shaped") == pytest.approx(0.6)
