@@ -90,3 +90,64 @@ def test_sandbox_verdicts_tell_an_error_from_a_wrong_answer():
     r = sandbox.run_program("print(int(input()) + 1)", io_tests=[("1", "2"), ("2", "5")], timeout_s=1.0)
     assert r.tests == ("passed", "failed") and reward.no_error(r)
     assert reward.program_reward(r, "shaped") == pytest.approx(0.6)
+
+
+GENVERSE = {"question": "Read two integers and print their sum.", "test_time_limit": 1,
+            "example_input": ["1 2\n"], "example_output": ["3\n"],
+            "test_input": ["5 7\n", "-1 1\n"], "test_output": ["12\n", "0\n"]}
+
+
+def test_genverse_loader_keeps_public_and_private_tests_apart(tmp_path, capsys):
+    """A native-schema file (two records as the hub serves them, one without private tests): io_tests are
+    the PRIVATE tests (the scored ones), public_tests the examples, the limit from test_time_limit, the
+    release's checker; the Debugger sees the public tests only; a right program passes 2/2 in the sandbox.
+    Catches: public and private tests merged (3 scored tests), the examples scored, the limit dropped."""
+    import json
+
+    import data
+    import debugger
+
+    path = tmp_path / "CodeContests_train.jsonl"
+    second = {**GENVERSE, "test_time_limit": 2.5, "test_input": [], "test_output": []}
+    path.write_text("\n".join(json.dumps(r) for r in (GENVERSE, second)) + "\n")
+    problems = data.load(f"genverse:{path}")
+    assert "1 problems; skipped 1 (1 no tests)" in capsys.readouterr().err
+    p, = problems
+    assert p.task_id == "genverse/CodeContests_train/0" and p.is_io and p.checker == "genverse"
+    assert p.io_tests == (("5 7\n", "12\n"), ("-1 1\n", "0\n")) and p.public_tests == (("1 2\n", "3\n"),)
+    assert p.time_limit_s == 1 and p.sandbox_job("x", 4.0)["timeout_s"] == 1
+    assert debugger.visible_tests(p) == ([], [("1 2\n", "3\n")])
+    r = sandbox.run_program(**p.sandbox_job("print(sum(map(int, input().split())))", 4.0))
+    assert (r.passed, r.total) == (2, 2)
+
+
+def test_genverse_malformed_record_is_one_line_naming_it(tmp_path):
+    import json
+
+    import data
+
+    for bad, what in (({k: v for k, v in GENVERSE.items() if k != "question"}, "missing 'question'"),
+                      ({**GENVERSE, "test_output": ["12\n"]}, "'test_input' / 'test_output' must be two lists"),
+                      ({**GENVERSE, "test_time_limit": "1s"}, "'test_time_limit' must be a number")):
+        path = tmp_path / "MBPP.jsonl"
+        path.write_text(json.dumps(GENVERSE) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(data.DataError) as e:
+            data.load(f"genverse:{path}")
+        assert str(e.value).startswith(f"{path}:2: ") and what in str(e.value) and "\n" not in str(e.value)
+
+
+def test_genverse_hub_ids_take_the_release_splits(monkeypatch):
+    """The five hub ids go through the project's hub path (problem.records) with split train for
+    CodeContests_train and test for the four evaluation sets; '@split' overrides."""
+    import benchmarks
+    import data
+
+    asked = []
+    monkeypatch.setattr(benchmarks, "records", lambda source, split: asked.append((source, split)) or
+                        iter([(f"{source}[0]", GENVERSE)]))
+    for name in ("CodeContests_train", "MBPP", "LiveBench", "CodeForces", "CodeContests"):
+        p, = data.load(f"genverse:Gen-Verse/{name}")
+        assert p.task_id == f"genverse/{name}/0"
+    data.load("genverse:Gen-Verse/MBPP@train")
+    assert [s for _, s in asked] == ["train", "test", "test", "test", "test", "train"]
+    assert asked[0][0] == "Gen-Verse/CodeContests_train"
