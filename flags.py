@@ -11,6 +11,7 @@ import checkpoint
 import models
 import retriever
 import roles
+import sequential
 import trackers
 
 ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
@@ -67,6 +68,14 @@ def get_args(argv=None):
     a("--gae-lambda", type=float, default=0.95, help="ppo/stepcoder: GAE lambda (gamma is 1)")
     a("--cccs-stages", type=int, default=4,
       help="stepcoder: K curriculum stages over --steps, from the last conditional of each reference to no prefix")
+    a("--schedule", default="joint", choices=["joint", "sequential"],
+      help="joint: one step updates Planner and Coder (ours); sequential: the authors' release, GRPO of the Planner "
+           "with the Coder frozen (--grpo-steps), then of the Coder on problem + a fixed plan (--coder-steps; sequential.py)")
+    a("--coder-steps", type=int, default=None, help="sequential: GRPO steps of stage 2, the Coder (default: --grpo-steps)")
+    a("--coder-group", type=int, default=None,
+      help="sequential: programs per problem in stage 2, one group (default G*M; the release: 5)")
+    a("--plans", default=None, metavar="FILE",
+      help="sequential: stage 2's fixed plans, JSONL {task_id, plan} per line (default: the trained Planner's, greedy)")
     a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
     a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
@@ -135,6 +144,8 @@ def get_args(argv=None):
         args.roles = roles.parse_chain(args.roles or ("planner,coder" if args.algo == "grpo" else "coder"))
     except ValueError as e:
         ap.error(str(e))
+    if args.schedule == "sequential" and (why := sequential.check(args)):
+        ap.error(why)
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
         args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
     return args

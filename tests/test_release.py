@@ -151,3 +151,68 @@ def test_genverse_hub_ids_take_the_release_splits(monkeypatch):
     data.load("genverse:Gen-Verse/MBPP@train")
     assert [s for _, s in asked] == ["train", "test", "test", "test", "test", "train"]
     assert asked[0][0] == "Gen-Verse/CodeContests_train"
+
+
+def _rates(pattern):
+    """sandbox.run_many replaced by results with these pass rates (the loop's tests need no good model)."""
+    def run_many(jobs, workers=None, progress=False):
+        return [sandbox.Result("passed" if x == 1 else "failed", int(4 * x), 4, 0.01, 0.02, 10.0,
+                               tests=("passed",) * int(4 * x) + ("failed",) * (4 - int(4 * x)))
+                for x, _ in zip(pattern * len(jobs), jobs)]
+    return run_many
+
+
+def _lora(policy, role):
+    return {n: p.detach().clone() for n, p in policy.named_parameters() if f"lora_" in n and f".{role}." in n}
+
+
+def test_sequential_stages_freeze_the_other_adapter(tiny_policy, tokenizer, monkeypatch):
+    """--schedule sequential on the tiny Qwen2: in stage 1 a Planner step leaves the Coder's adapter
+    bit-identical (though the Coder's programs had signal) and moves the Planner's; in stage 2 a Coder step
+    on problem + fixed plan (the plan appended as <High-Level-Strategy>, no plan sampled) leaves the
+    Planner's bit-identical and moves the Coder's. Catches: a frozen role still in the loss, AdamW stepping
+    a parameter without gradient, stage 2 sampling plans."""
+    import rollout
+
+    import data
+    import sequential
+
+    problems = data.load("train")[:2]
+    args = train.get_args(["--schedule", "sequential", "--num-plans", "2", "--codes-per-plan", "2",
+                           "--max-plan-tokens", "8", "--max-code-tokens", "8", "--lr", "1e-2", "--coder-group", "3",
+                           "--planner-credit", "softmax", "--reward", "shaped"])
+    monkeypatch.setattr(sandbox, "run_many", _rates([1.0, 0.0, 0.5, 0.25]))  # signal for both roles
+    opt = torch.optim.AdamW([p for n, p in tiny_policy.named_parameters() if "lora_" in n], lr=args.lr)
+    coder0, planner0 = _lora(tiny_policy, "coder"), _lora(tiny_policy, "planner")
+    m, _ = train.grpo_step(tiny_policy, tokenizer, problems, sequential.stage1_args(args), opt)
+    assert m["frac_zero_std_coder"] == 0.0 and m["frac_zero_std_planner"] == 0.0  # both had signal
+    assert all(torch.equal(p, coder0[n]) for n, p in _lora(tiny_policy, "coder").items())
+    assert any(not torch.equal(p, planner0[n]) for n, p in _lora(tiny_policy, "planner").items())
+    chats = []
+    real = rollout.sample
+    monkeypatch.setattr(rollout, "sample", lambda policy, tok, c, n, *a, **k: chats.append((c, n)) or
+                        real(policy, tok, c, n, *a, **k))
+    fixed = [sequential.with_plan(p, "1. Add them.") for p in problems]
+    assert fixed[0].prompt.endswith("\n\n<High-Level-Strategy>\n1. Add them.\n</High-Level-Strategy>")
+    planner1, coder1 = _lora(tiny_policy, "planner"), _lora(tiny_policy, "coder")
+    m, _ = train.grpo_step(tiny_policy, tokenizer, fixed, sequential.stage2_args(args), opt)
+    assert [n for _, n in chats] == [3]  # one call: the Coder, 3 programs per problem; no plan sampled
+    assert "<High-Level-Strategy>" in chats[0][0][0][-1]["content"] and "Plan:" not in chats[0][0][0][-1]["content"]
+    assert all(torch.equal(p, planner1[n]) for n, p in _lora(tiny_policy, "planner").items())
+    assert any(not torch.equal(p, coder1[n]) for n, p in _lora(tiny_policy, "coder").items())
+
+
+def test_sequential_flags_and_plans_file(tmp_path):
+    import sequential
+
+    args = train.get_args(["--schedule", "sequential", "--grpo-steps", "3", "--coder-steps", "2"])
+    assert sequential.stage2_args(args).steps == 5 and sequential.final_args(args).steps == 5
+    assert sequential.stage2_args(args).codes_per_plan == 8 and sequential.stage2_args(args).eval_args is args
+    with pytest.raises(SystemExit):
+        train.get_args(["--schedule", "sequential", "--roles", "coder"])
+    path = tmp_path / "plans.jsonl"
+    path.write_text('{"task_id": "a", "plan": "1. x"}\n\n{"task_id": "b"}\n')
+    with pytest.raises(sequential.PlanError, match=r"plans.jsonl:3: a line must be"):
+        sequential.read_plans(path)
+    path.write_text('{"task_id": "a", "plan": "1. x"}\n')
+    assert sequential.read_plans(path) == {"a": "1. x"}
