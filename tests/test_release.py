@@ -216,3 +216,19 @@ def test_sequential_flags_and_plans_file(tmp_path):
         sequential.read_plans(path)
     path.write_text('{"task_id": "a", "plan": "1. x"}\n')
     assert sequential.read_plans(path) == {"a": "1. x"}
+
+
+def test_recipe_release_sets_the_released_values_and_explicit_flags_win():
+    """--recipe release: every released value; a flag given explicitly keeps the user's value; ours stays
+    the default (a recipe that overrode explicit flags, or leaked into the default run, fails here)."""
+    import flags
+
+    a = train.get_args(["--recipe", "release"])
+    want = dict(schedule="sequential", planner_credit="softmax", credit_temperature=0.5, reward="shaped",
+                num_plans=5, codes_per_plan=2, coder_group=5, temperature=1.0, top_p=0.99, beta=0.01, epsilon=0.2,
+                epsilon_high=0.3, loss_type="token", lr=1e-5, num_iterations=1)
+    assert {k: getattr(a, k) for k in want} == want == flags.RECIPES["release"]
+    b = train.get_args(["--recipe", "release", "--lr", "3e-4", "--num-plans", "2", "--schedule", "joint"])
+    assert (b.lr, b.num_plans, b.schedule, b.reward) == (3e-4, 2, "joint", "shaped")
+    ours = train.get_args([])
+    assert (ours.schedule, ours.planner_credit, ours.reward, ours.lr, ours.num_plans) == ("joint", "mean", "pass_rate", 5e-5, 2)
