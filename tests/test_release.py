@@ -232,3 +232,44 @@ def test_recipe_release_sets_the_released_values_and_explicit_flags_win():
     assert (b.lr, b.num_plans, b.schedule, b.reward) == (3e-4, 2, "joint", "shaped")
     ours = train.get_args([])
     assert (ours.schedule, ours.planner_credit, ours.reward, ours.lr, ours.num_plans) == ("joint", "mean", "pass_rate", 5e-5, 2)
+
+
+def test_release_eval_protocol_first_of_k_and_unbiased_differ():
+    """The released protocol on a scripted model: one plan per problem at T 0.2 (asked once, n = 1), then 5
+    programs at T 0.2. Problem 1's first program is wrong and the four others right; problem 2's first three
+    are right, the last two wrong. First-of-5 pass@1 = (0 + 1) / 2 = 0.5, unbiased pass@1 = (0.8 + 0.6) / 2 = 0.7,
+    pass@5 = 1; with problem 2 all wrong: first 0, unbiased 0.4, pass@5 0.5. Catches: the first program taken
+    as any of them, pass@1 computed on the first only, programs attached to the wrong problem."""
+    import types
+
+    import release_eval
+    import scoring
+    from problem import Problem
+
+    probs = [Problem(f"p{i}", "Print the input doubled.", "", (), io_tests=(("2", "4"), ("5", "10"))) for i in range(2)]
+    right, wrong = "```python\nprint(2 * int(input()))\n```", "```python\nprint(int(input()))\n```"
+    calls = []
+
+    def scripted(codes):
+        def sample(role, chats, n, max_tokens, temperature, stop):
+            calls.append((role, len(chats), n, temperature))
+            return ["1. Double it."] * len(chats) if role == "planner" else [c for _ in chats for c in codes.pop(0)]
+        return sample
+    args = types.SimpleNamespace(batch_size=1, max_plan_tokens=8, max_code_tokens=8, sandbox_timeout=2.0, workers=2)
+    progs = release_eval.programs(scripted([[wrong] + [right] * 4, [right] * 3 + [wrong] * 2]), probs, args)
+    assert calls[:2] == [("planner", 1, 1, 0.2), ("coder", 1, 5, 0.2)] and len(progs) == 2 and len(progs[0]) == 5
+    s = release_eval.summary([r["verdicts"] for r in scoring.score(probs, progs, [1], args)["problems"]])
+    assert (s["first_pass@1"]["value"], s["unbiased_pass@1"]["value"], s["pass@5"]["value"]) == (0.5, pytest.approx(0.7), 1.0)
+    s = release_eval.summary([["failed"] + ["passed"] * 4, ["failed"] * 5])
+    assert (s["first_pass@1"]["value"], s["unbiased_pass@1"]["value"], s["pass@5"]["value"]) == (0.0, pytest.approx(0.4), 0.5)
+    assert s["unbiased_pass@1"]["ci"] == [0.0, pytest.approx(0.8)]  # bootstrap over the two problems: {0, 0.4, 0.8}
+
+
+def test_eval_protocol_release_defaults():
+    import eval as evaluation
+
+    a = evaluation.get_args(["--protocol", "release"])
+    assert (a.n, a.temperature) == (5, 0.2)
+    b = evaluation.get_args(["--protocol", "release", "--n-samples", "3", "--temperature", "0.8"])
+    assert (b.n, b.temperature) == (3, 0.8)
+    assert evaluation.get_args([]).n == 1
