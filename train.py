@@ -247,7 +247,7 @@ def setup(args) -> Run:
     run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
     held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     run.eval_problems = checkers.use(held_out, args.checker)
-    progress.start(args, device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
+    progress.start(sequential.final_args(args), device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
     if args.efficiency_weight > 0 and run.main_rank:
         print("note: the efficiency bonus uses the per-test times that the program's own process reports: a policy can "
               "learn to claim speed it does not have (docs/sandbox.md#h11-open-claimed-per-test-timing)")
