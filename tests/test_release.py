@@ -273,3 +273,13 @@ def test_eval_protocol_release_defaults():
     b = evaluation.get_args(["--protocol", "release", "--n-samples", "3", "--temperature", "0.8"])
     assert (b.n, b.temperature) == (3, 0.8)
     assert evaluation.get_args([]).n == 1
+
+
+def test_genverse_checker_is_the_release_token_comparison():
+    """" ".join(out.split()) == " ".join(exp.split()) (evaluation/ours.py check_pass): whitespace of any kind
+    and amount is one separator; numbers compare as text; case matters."""
+    from sandboxing import checkers
+
+    cases = [(b"1 2\n3\n", b"1  2 3", True), (b"  5\r\n", b"5", True), (b"1.0\n", b"1\n", False),
+             (b"YES\n", b"yes\n", False), (b"", b"\n", True), (b"1 2", b"12", False)]
+    assert [checkers.genverse(out, exp) for out, exp, _ in cases] == [want for _, _, want in cases]
