@@ -4,8 +4,9 @@ on our one base + one LoRA adapter per role:
     stage 1  GRPO of the Planner against a frozen Coder        (examples/higher-order.yaml,
              (--grpo-steps steps; the Coder's adapter samples    examples/reward_function/higher-order.py)
              the programs that score each plan, never updated)
-    plans    one plan per training problem, written once:     (agent2_dataset.py: there by a larger model)
-             --plans FILE, or the trained Planner's, greedy
+    plans    one plan per problem stage 2 will draw, written    (agent2_dataset.py: there by a larger model,
+             once: --plans FILE, or the trained Planner's,        for every training problem)
+             greedy
     stage 2  GRPO of the Coder on problem + its fixed plan     (examples/codegenwoc.yaml)
              (--coder-steps steps, --coder-group programs per problem, the Planner's adapter untouched)
 
@@ -25,6 +26,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import checkpoint
 import roles
 import rollout
 import trackers
@@ -108,26 +110,36 @@ def write_plans(policy, tok, problems, args, batch: int = 8) -> dict:
     return plans
 
 
+def stage2_problems(run, args) -> list:
+    """The problems stage 2's remaining steps will draw (checkpoint.batch_at: the run's problem stream goes on
+    from where stage 1 left it), each once, in order: the only ones that need a plan."""
+    k = min(args.problems_per_step, len(run.problems))
+    steps = final_args(args).steps - max(run.state["step"], args.steps)
+    drawn = checkpoint.batch_at(run.problems, run.state["consumed"], k * steps, args.seed) if steps > 0 else []
+    return list({p.task_id: p for p in drawn}.values())
+
+
 def run(run, log: trackers.RunLog, grpo_stage) -> None:
     """Both stages on train.Run `run` (grpo_stage: train.grpo_stage); run.args and run.problems are put back."""
     args, problems = run.args, run.problems
     try:
         run.args = stage1_args(args)
         grpo_stage(run, log)
+        todo = stage2_problems(run, args)
         saved = run.dir / "plans.jsonl"
         if saved.exists():  # a --resume in stage 2: the plans it trained on
             plans = read_plans(saved)
         elif args.plans:
             plans = read_plans(args.plans)
         else:
-            plans = write_plans(run.policy, run.tok, problems, args)
-        missing = [p.task_id for p in problems if p.task_id not in plans]
+            plans = write_plans(run.policy, run.tok, todo, args)
+        missing = [p.task_id for p in todo if p.task_id not in plans]
         if missing:
-            raise PlanError(f"--plans {args.plans}: no plan for {len(missing)} training problems, e.g. {missing[0]}")
+            raise PlanError(f"--plans {args.plans}: no plan for {len(missing)} of stage 2's problems, e.g. {missing[0]}")
         if run.main_rank and not saved.exists():
             saved.write_text("".join(json.dumps({"task_id": p.task_id, "plan": plans[p.task_id]}) + "\n"
-                                     for p in problems), encoding="utf-8")
-        run.problems = [with_plan(p, plans[p.task_id]) for p in problems]
+                                     for p in todo), encoding="utf-8")
+        run.problems = [with_plan(p, plans[p.task_id]) if p.task_id in plans else p for p in problems]
         run.args = stage2_args(args)
         grpo_stage(run, log)
     finally:

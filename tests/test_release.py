@@ -216,6 +216,20 @@ def test_sequential_flags_and_plans_file(tmp_path):
         sequential.read_plans(path)
     path.write_text('{"task_id": "a", "plan": "1. x"}\n')
     assert sequential.read_plans(path) == {"a": "1. x"}
+    # plans are written for the problems stage 2's steps will draw, the ones grpo_stage's batches then hold
+    import types
+
+    import checkpoint
+    import data
+
+    probs = data.load("train")[:5]
+    args = train.get_args(["--schedule", "sequential", "--grpo-steps", "3", "--coder-steps", "2",
+                           "--problems-per-step", "2"])
+    run = types.SimpleNamespace(problems=probs, state={"step": 3, "consumed": 6})
+    drawn = checkpoint.batch_at(probs, 6, 2, 0) + checkpoint.batch_at(probs, 8, 2, 0)  # steps 4 and 5
+    assert [p.task_id for p in sequential.stage2_problems(run, args)] == list(dict.fromkeys(p.task_id for p in drawn))
+    run.state = {"step": 4, "consumed": 8}  # a --resume after step 4: only step 5's problems are left
+    assert [p.task_id for p in sequential.stage2_problems(run, args)] == [p.task_id for p in checkpoint.batch_at(probs, 8, 2, 0)]
 
 
 def test_recipe_release_sets_the_released_values_and_explicit_flags_win():
