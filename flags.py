@@ -21,9 +21,10 @@ ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each
 # Group 5 per prompt: 5 plans per problem in stage 1, each scored by n = 2 programs, and 5 programs per problem in
 # stage 2. lr: the release's 1e-6 is for full fine-tuning; for our LoRA adapters we use 10x that, 1e-5 (our
 # choice: LoRA's best lr is about 10x full fine-tuning's, Schulman et al. 2025, "LoRA Without Regret").
-RECIPES = {"release": dict(schedule="sequential", planner_credit="softmax", credit_temperature=0.5, reward="shaped",
-                           num_plans=5, codes_per_plan=2, coder_group=5, temperature=1.0, top_p=0.99, beta=0.01,
-                           epsilon=0.2, epsilon_high=0.3, loss_type="token", lr=1e-5, num_iterations=1)}
+RECIPES = {"release": {"schedule": "sequential", "planner_credit": "softmax", "credit_temperature": 0.5,
+                       "reward": "shaped", "num_plans": 5, "codes_per_plan": 2, "coder_group": 5, "temperature": 1.0,
+                       "top_p": 0.99, "beta": 0.01, "epsilon": 0.2, "epsilon_high": 0.3, "loss_type": "token",
+                       "lr": 1e-5, "num_iterations": 1}}
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,

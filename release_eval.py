@@ -57,14 +57,15 @@ def summary(verdicts: list[list[str]]) -> dict:
 def main(args) -> dict:
     """eval.py --protocol release: every dataset, the base model (and --adapters' run) through the protocol;
     prints one Markdown table and writes the JSON (one row per problem: its K verdicts)."""
-    import eval as evaluation
     from functools import partial
 
+    import torch
+
     import data
+    import eval as evaluation
     import models
     import sandbox
     import scoring
-    import torch
     from sandboxing import checkers
 
     torch.manual_seed(args.seed)
@@ -92,7 +93,7 @@ def main(args) -> dict:
             s = summary([r["verdicts"] for r in rows])
             out["results"].setdefault(spec, {})[name] = {**s, "seconds": time.perf_counter() - t, "problems": [
                 {"task_id": r["task_id"], "verdicts": r["verdicts"]} for r in rows]}
-            cell = lambda m: f"{100 * m['value']:.1f} [{100 * m['ci'][0]:.1f}, {100 * m['ci'][1]:.1f}]"  # noqa: E731
+            cell = lambda m: f"{100 * m['value']:.1f} [{100 * m['ci'][0]:.1f}, {100 * m['ci'][1]:.1f}]"
             lines.append(f"| {spec} | {name} | {len(problems)} | {cell(s['first_pass@1'])} | "
                          f"{cell(s['unbiased_pass@1'])} | {cell(s[f'pass@{args.n}'])} |")
     path = Path(args.out or f"runs/eval-release-{time.strftime('%Y%m%d-%H%M%S')}.json")

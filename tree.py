@@ -228,9 +228,9 @@ def advantages(tree: Tree, credit: str = "mean", scale: bool = True, coder_basel
     soft = {}
     if credit == "softmax":  # a program never run (evaluation) has no result: pass rate 0, not clean
         results = [nodes[i].result for i in credited]
-        soft = dict(temperature=temperature,
-                    scores=torch.tensor([r.pass_rate if r else 0.0 for r in results], dtype=torch.float32),
-                    clean=torch.tensor([bool(r) and no_error(r) for r in results]))
+        soft = {"temperature": temperature,
+                "scores": torch.tensor([r.pass_rate if r else 0.0 for r in results], dtype=torch.float32),
+                "clean": torch.tensor([bool(r) and no_error(r) for r in results])}
     node_reward, node_adv, zero_std = grpo.tree_advantages(reward, valid, parent, credit, scale, group, fixed,
                                                            **soft)
     out = {}

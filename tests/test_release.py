@@ -163,7 +163,7 @@ def _rates(pattern):
 
 
 def _lora(policy, role):
-    return {n: p.detach().clone() for n, p in policy.named_parameters() if f"lora_" in n and f".{role}." in n}
+    return {n: p.detach().clone() for n, p in policy.named_parameters() if "lora_" in n and f".{role}." in n}
 
 
 def test_sequential_stages_freeze_the_other_adapter(tiny_policy, tokenizer, monkeypatch):
@@ -172,9 +172,8 @@ def test_sequential_stages_freeze_the_other_adapter(tiny_policy, tokenizer, monk
     on problem + fixed plan (the plan appended as <High-Level-Strategy>, no plan sampled) leaves the
     Planner's bit-identical and moves the Coder's. Catches: a frozen role still in the loss, AdamW stepping
     a parameter without gradient, stage 2 sampling plans."""
-    import rollout
-
     import data
+    import rollout
     import sequential
 
     problems = data.load("train")[:2]
@@ -238,9 +237,9 @@ def test_recipe_release_sets_the_released_values_and_explicit_flags_win():
     import flags
 
     a = train.get_args(["--recipe", "release"])
-    want = dict(schedule="sequential", planner_credit="softmax", credit_temperature=0.5, reward="shaped",
-                num_plans=5, codes_per_plan=2, coder_group=5, temperature=1.0, top_p=0.99, beta=0.01, epsilon=0.2,
-                epsilon_high=0.3, loss_type="token", lr=1e-5, num_iterations=1)
+    want = {"schedule": "sequential", "planner_credit": "softmax", "credit_temperature": 0.5, "reward": "shaped",
+            "num_plans": 5, "codes_per_plan": 2, "coder_group": 5, "temperature": 1.0, "top_p": 0.99, "beta": 0.01,
+            "epsilon": 0.2, "epsilon_high": 0.3, "loss_type": "token", "lr": 1e-5, "num_iterations": 1}
     assert {k: getattr(a, k) for k in want} == want == flags.RECIPES["release"]
     b = train.get_args(["--recipe", "release", "--lr", "3e-4", "--num-plans", "2", "--schedule", "joint"])
     assert (b.lr, b.num_plans, b.schedule, b.reward) == (3e-4, 2, "joint", "shaped")
