@@ -20,6 +20,8 @@ import platform
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 import stats
 import tree
 
@@ -37,7 +39,7 @@ def programs(sample, problems, args, k: int = K, temperature: float = TEMPERATUR
         return sample(role, chats, n, roles.max_tokens(args, role), temperature, roles.ROLES[role].stop)
 
     out = []
-    for s in range(0, len(problems), args.batch_size):
+    for s in tqdm(range(0, len(problems), args.batch_size), desc="eval release protocol", dynamic_ncols=True):
         t = tree.build(problems[s:s + args.batch_size], ["planner", "coder"], {"planner": 1, "coder": k}, generate,
                        timeout_s=args.sandbox_timeout, judge=False)
         out += t.final_programs()
