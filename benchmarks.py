@@ -12,6 +12,8 @@ many and why; a Codeforces problem with a checker of its own is judged by it (sa
     taco:<file | BAAI/TACO>[@split]                           split train | test (default)
     livecodebench:<file | livecodebench/code_generation_lite>[@version_tag]   split test
     codeforces:<file | open-r1/codeforces>[@split]            split train | test (default)
+    genverse:<file | Gen-Verse/CodeContests_train | Gen-Verse/MBPP | Gen-Verse/LiveBench | Gen-Verse/CodeForces
+             | Gen-Verse/CodeContests>[@split]                 split train for *_train, else test (default)
 
 Schemas, as checked (2026-12-01) against each source's own card or loading code:
   CodeContests  google-deepmind/code_contests contest_problem.proto and the HF card: name,
@@ -39,6 +41,10 @@ Schemas, as checked (2026-12-01) against each source's own card or loading code:
       official_tests = [{input, output}], time_limit (s), memory_limit (MB), input_mode
       ("stdio" or "file"), generated_checker (checker code, for problems with several right
       answers).
+  Gen-Verse     the CURE sets (Gen-Verse/CURE data/readme.md; what the CoRe-Code release trains and
+      evaluates on: AlbertZhaoCA/e1 agent2_dataset.py, evaluation/ours.py): question,
+      test_time_limit (s per test), example_input / example_output (public tests: lists of stdin /
+      stdout strings), test_input / test_output (private tests, the ones the release scores).
 """
 import base64
 import importlib.metadata
@@ -248,8 +254,44 @@ def _codeforces_prompt(r) -> str:
     return "\n\n".join(p.strip() for p in parts if p.strip()) + "\n"
 
 
+def load_genverse(source: str, split: str | None = None) -> list[Problem]:
+    """A Gen-Verse (CURE) stdin/stdout set -> I/O problems: io_tests = the private tests (test_input /
+    test_output: what the release's rewards and evaluation score), public_tests = the public ones
+    (example_input / example_output: kept apart, never scored), time_limit_s = test_time_limit (seconds
+    per test; absent or 0 -> the caller's --sandbox-timeout), judged by checkers.genverse (the release's
+    token comparison). task_id genverse/<set>/<record number> (the records have no id). Split: train for
+    a *_train set, else test (the only splits the hub sets have, as the release loads them). A record
+    of the wrong shape is a one-line DataError naming it; a record without private tests is skipped."""
+    name = Path(source).stem if Path(source).is_file() else source.rsplit("/", 1)[-1]
+    rows = records(source, split or ("train" if name.endswith("_train") else "test"))
+    return _load("Gen-Verse", partial(_genverse, name=name), rows, f"genverse:{source}")
+
+
+def _genverse(r, where, i, name):
+    question = r["question"]
+    if not isinstance(question, str) or not question.strip():
+        raise DataError(f"{where}: 'question' must be a non-empty string")
+    tests, public = (_io_lists(r, f"{kind}_input", f"{kind}_output", where) for kind in ("test", "example"))
+    if not tests:
+        return "no tests"
+    limit = r.get("test_time_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0):
+        raise DataError(f"{where}: 'test_time_limit' must be a number of seconds, got {limit!r}")
+    return Problem(f"genverse/{name}/{i}", question.strip() + "\n", "", (), io_tests=tests, public_tests=public,
+                   time_limit_s=limit or None, checker="genverse")
+
+
+def _io_lists(r, ins_key, outs_key, where) -> tuple:
+    """r[ins_key], r[outs_key]: two lists of strings of one length -> ((input, output), ...); absent -> ()."""
+    ins, outs = r.get(ins_key) or [], r.get(outs_key) or []
+    if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs) \
+            or not all(isinstance(x, str) for x in ins + outs):
+        raise DataError(f"{where}: '{ins_key}' / '{outs_key}' must be two lists of strings of one length")
+    return tuple(zip(ins, outs))
+
+
 LOADERS = {"code_contests": load_code_contests, "apps": load_apps, "taco": partial(load_apps, name="taco"),
-           "livecodebench": load_livecodebench, "codeforces": load_codeforces}
+           "livecodebench": load_livecodebench, "codeforces": load_codeforces, "genverse": load_genverse}
 
 
 # --- helpers ------------------------------------------------------------------------------------

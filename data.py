@@ -99,6 +99,7 @@ def load(name: str) -> list[Problem]:
       apps:<file | codeparrot/apps>[@split]    taco:<file | BAAI/TACO>[@split]
       livecodebench:<file | livecodebench/code_generation_lite>[@version_tag]
       codeforces:<file | open-r1/codeforces>[@split]
+      genverse:<file | Gen-Verse/CodeContests_train | Gen-Verse/MBPP | ...>[@split]   (the CoRe-Code release's sets)
       <file.jsonl>                         our record
     and NAME#N keeps the first N problems of NAME ('val#2', 'train#20,io_train#20').
     """

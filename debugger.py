@@ -36,7 +36,10 @@ STOP = coder.STOP  # generation stops once the fenced block is closed
 
 
 def visible_tests(problem) -> tuple[list, list]:
-    """(function tests, io tests) the Debugger may see: the first test of the problem (rule above)."""
+    """(function tests, io tests) the Debugger may see: the first test of the problem (rule above), or an I/O
+    problem's public tests when its set keeps them apart from the scored ones (the Gen-Verse sets)."""
+    if problem.public_tests:
+        return [], list(problem.public_tests)
     if problem.is_io:
         return [], list(problem.io_tests[:1])
     if problem.tests and problem.tests[0].startswith("check(") and "def check" in problem.setup:

@@ -36,6 +36,7 @@ import coder
 import collab
 import data
 import models
+import release_eval
 import report
 import roles
 import rollout
@@ -298,8 +299,14 @@ def get_args(argv=None):
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
       help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=None, help="sandbox runs at a time (default: the CPU count)")
+    a("--protocol", default="ours", choices=["ours", "release"],
+      help="release: the CoRe-Code authors' protocol (release_eval.py): one plan, then --n-samples 5 programs, both "
+           "at --temperature 0.2 (its defaults); first-of-K pass@1, unbiased pass@1 and pass@K, with intervals")
     a("--out", default=None, help="the JSON file to write, or an existing folder to write it into (named as by default); the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)
+    if args.protocol == "release":  # its K and temperature as defaults; flags given still win
+        ap.set_defaults(n=release_eval.K, temperature=release_eval.TEMPERATURE)
+        args = ap.parse_args(argv)
     args.ks = [int(k) for k in args.k.split(",")]
     args.modes = ["plan" if m == "planned" else m for m in args.modes.split(",")]
     if bad := [m for m in args.modes if m not in MODES and m != "collab"]:
@@ -317,6 +324,8 @@ def get_args(argv=None):
 
 def main(argv=None):
     args = get_args(argv)
+    if args.protocol == "release":
+        return release_eval.main(args)
     torch.manual_seed(args.seed)
     datasets, set_sizes = {}, {}  # the problems evaluated, and how many the set has
     for spec in args.datasets.split(","):

@@ -11,14 +11,31 @@ import checkpoint
 import models
 import retriever
 import roles
+import sequential
 import trackers
 
 ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
+
+# --recipe release: the CoRe-Code authors' released recipe (AlbertZhaoCA/e1: examples/higher-order.yaml,
+# codegenwoc.yaml, reward_function/higher-order.py and code.py), as defaults that flags given explicitly override.
+# Group 5 per prompt: 5 plans per problem in stage 1, each scored by n = 2 programs, and 5 programs per problem in
+# stage 2. lr: the release's 1e-6 is for full fine-tuning; for our LoRA adapters we use 10x that, 1e-5 (our
+# choice: LoRA's best lr is about 10x full fine-tuning's, Schulman et al. 2025, "LoRA Without Regret").
+RECIPES = {"release": {"schedule": "sequential", "planner_credit": "softmax", "credit_temperature": 0.5,
+                       "reward": "shaped", "num_plans": 5, "codes_per_plan": 2, "coder_group": 5, "temperature": 1.0,
+                       "top_p": 0.99, "beta": 0.01, "epsilon": 0.2, "epsilon_high": 0.3, "loss_type": "token",
+                       "lr": 1e-5, "num_iterations": 1}}
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
+    a("--recipe", default="ours", choices=["ours", *RECIPES],
+      help="ours: every default below; release: the CoRe-Code authors' released recipe as defaults (flags given "
+           "still win): --schedule sequential --planner-credit softmax --credit-temperature 0.5 --reward shaped "
+           "--num-plans 5 --codes-per-plan 2 --coder-group 5 --temperature 1.0 --top-p 0.99 --beta 0.01 (k3) "
+           "--epsilon 0.2 --epsilon-high 0.3 --loss-type token --num-iterations 1 --lr 1e-5 (the release's 1e-6 "
+           "is for full fine-tuning; 10x for LoRA) (docs/algorithm.md#ours-and-the-authors-release)")
     a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
@@ -42,14 +59,19 @@ def get_args(argv=None):
     a("--loss-type", default="token", choices=["token", "grpo", "dr_grpo"], help="how the loss is normalised (grpo.loss_weights; docs/algorithm.md)")
     a("--num-iterations", type=int, default=1, help="updates per batch of rollouts (old log-probs stored)")
     a("--scale-rewards", default="group", choices=["group", "none"], help="divide advantages by the group std")
-    a("--reward", default="pass_rate", choices=["pass_rate", "all_pass"], help="a program's reward: tests passed / tests, or 1 only when all pass")
+    a("--reward", default="pass_rate", choices=["pass_rate", "all_pass", "shaped"],
+      help="a program's reward: tests passed / tests, or 1 only when all pass, or the authors' shaped reward "
+           "(pass rate + 0.1 if no test errored or timed out + 0.2 if all passed: reward.program_reward)")
     a("--efficiency-weight", type=float, default=0.0, help="lambda: bonus for faster fully-passing code")
     a("--efficiency-reward", default="net", choices=["net", "release"],
       help="the bonus's form: net (ours: lambda * min(1, 1/NET)) | release (the authors': lambda * (0.1 exp(-3 s) + "
            "0.1 exp(-0.1 MiB))); both on the cost measured outside the run (docs/algorithm.md#the-efficiency-reward)")
     a("--coder-baseline", default="plan", choices=["plan", "problem"], help="the Coder's group: the programs of the same plan, or of the whole problem")
-    a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max"],
-      help="a node's reward (plan, retrieval): mean or best of the final programs below it")
+    a("--planner-credit", "--credit", dest="planner_credit", default="mean", choices=["mean", "max", "softmax"],
+      help="a node's reward (plan, retrieval): mean or best of the final programs below it, or the authors' "
+           "softmax-weighted mean of their pass rates + 0.1 if none errored (grpo.softmax_credit)")
+    a("--credit-temperature", type=float, default=0.5,
+      help="T of --planner-credit softmax: sum_j softmax(s/T)_j s_j (0.5: the authors' release)")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
     a("--roles", "--train-roles", dest="roles", default=None,
       help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code, the default with --algo grpo) | coder "
@@ -65,6 +87,14 @@ def get_args(argv=None):
     a("--gae-lambda", type=float, default=0.95, help="ppo/stepcoder: GAE lambda (gamma is 1)")
     a("--cccs-stages", type=int, default=4,
       help="stepcoder: K curriculum stages over --steps, from the last conditional of each reference to no prefix")
+    a("--schedule", default="joint", choices=["joint", "sequential"],
+      help="joint: one step updates Planner and Coder (ours); sequential: the authors' release, GRPO of the Planner "
+           "with the Coder frozen (--grpo-steps), then of the Coder on problem + a fixed plan (--coder-steps; sequential.py)")
+    a("--coder-steps", type=int, default=None, help="sequential: GRPO steps of stage 2, the Coder (default: --grpo-steps)")
+    a("--coder-group", type=int, default=None,
+      help="sequential: programs per problem in stage 2, one group (default G*M; the release: 5)")
+    a("--plans", default=None, metavar="FILE",
+      help="sequential: stage 2's fixed plans, JSONL {task_id, plan} per line (default: the trained Planner's, greedy)")
     a("--num-retrievals", type=int, default=2, help="R: retrievals per problem (with the retriever)")
     a("--num-repairs", type=int, default=2, help="D: repairs per program failing its visible test (with the debugger)")
     a("--max-retrieval-tokens", type=int, default=96, help="token budget of a Retriever completion")
@@ -122,6 +152,9 @@ def get_args(argv=None):
     a("--dpo-beta", type=float, default=0.1, help="codedpo: DPO beta (not in the paper: ours)")
     a("--nll-weight", type=float, default=1.0, help="codedpo: weight alpha of the chosen program's NLL (RPO form)")
     args = ap.parse_args(argv)
+    if args.recipe in RECIPES:  # the recipe's values become the defaults: a flag given explicitly still wins
+        ap.set_defaults(**RECIPES[args.recipe])
+        args = ap.parse_args(argv)
     if args.resume:  # the run's own config.json; flags given again must agree
         return checkpoint.resume_args(ap, argv, args.resume)
     if args.out and not args.overwrite and checkpoint.holds_work(args.out):
@@ -133,6 +166,8 @@ def get_args(argv=None):
         args.roles = roles.parse_chain(args.roles or ("planner,coder" if args.algo == "grpo" else "coder"))
     except ValueError as e:
         ap.error(str(e))
+    if args.schedule == "sequential" and (why := sequential.check(args)):
+        ap.error(why)
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
         args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
     return args

@@ -6,7 +6,8 @@ One problem x gives a tree of rollouts (shapes for B problems, G plans each, M c
 
 Advantages (our reading of CoRe-Code's "collaboration-aware" credit, docs/algorithm.md#how-the-loss-works):
     Coder   A^C_ij = (r_ij - mean_j r_i.) / (std_j r_i. + eps)    baseline = codes of the SAME plan
-    Planner R^P_i  = mean_j r_ij  (or max_j r_ij: --planner-credit max),
+    Planner R^P_i  = mean_j r_ij  (or max_j r_ij: --planner-credit max; or, the authors' release,
+                     sum_j softmax(s_i./T)_j s_ij + 0.1 if no test errored: --planner-credit softmax),
             A^P_i  = (R^P_i - mean_i R^P) / (std_i R^P + eps)
     --scale-rewards none drops the division by (std + eps) (Dr. GRPO, Liu et al. 2025, sec. 3.1).
 Worked example (test_grpo.py checks it), one problem, G = 2 plans x M = 2 codes, r = [[1, 0], [0, 0]]:
@@ -132,7 +133,8 @@ def two_level_tree(B: int, G: int, M: int) -> torch.Tensor:
     return torch.cat([roots, plans, codes])
 
 
-def node_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, credit: str = "mean"):
+def node_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, credit: str = "mean",
+                temperature: float = 0.5, clean: torch.Tensor | None = None, scores: torch.Tensor | None = None):
     """Credit R of every node of a forest (the rollout tree; tree_advantages): a code (a leaf) keeps its own
     reward; a plan (an inner node) is worth the mean (or max) of its VALID codes, at any depth below it:
     R_plan = mean of the valid codes below it -- not the mean of its children's means (a Retriever whose
@@ -142,11 +144,14 @@ def node_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor
     rewards [N] float (read at the leaves only; rewards >= 0 for 'max'), valid [N] bool (the node's
     own completion is non-empty), parent [N] long (-1 for a root: the problem, never trained).
     Returns (R [N], ok [N] bool: the node enters its sibling group: valid, and a leaf or with at
-    least one valid leaf below). Raises ValueError for a credit other than mean / max.
+    least one valid leaf below). Raises ValueError for a credit other than mean / max / softmax.
+    credit 'softmax' (the authors' release): softmax_credit, with temperature, clean and scores.
     """
+    if credit == "softmax":
+        return softmax_credit(rewards, valid, parent, temperature, clean, scores)
     # BEGIN SOLUTION planner_adv
     if credit not in ("mean", "max"):
-        raise ValueError(f"unknown planner credit '{credit}': use mean or max")
+        raise ValueError(f"unknown planner credit '{credit}': use mean, max or softmax")
     N = parent.numel()
     is_code = torch.ones(N, dtype=torch.bool)  # the leaves: nodes that are nobody's parent
     is_code[parent[parent >= 0]] = False
@@ -163,6 +168,48 @@ def node_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor
     ok = valid & (is_code | (count > 0))
     return torch.where(is_code, rewards, inner.to(rewards.dtype)), ok
     # END SOLUTION
+
+
+PLAN_BONUS = 0.1  # the release's no-error bonus of a plan (examples/reward_function/higher-order.py)
+
+
+def softmax_credit(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, temperature: float = 0.5,
+                   clean: torch.Tensor | None = None, scores: torch.Tensor | None = None):
+    """The authors' credit of a plan (AlbertZhaoCA/e1, examples/reward_function/higher-order.py, accuracy_reward
+    'softmax' + no_error_bonus): over the VALID codes j below an inner node, with s_j their scores,
+
+        R = sum_j softmax(s / T)_j * s_j  +  PLAN_BONUS * 1[no test of any of those codes errored or timed out]
+
+    a mean that leans towards the best code (T -> inf: the mean; T -> 0: the max). Worked values (tests):
+    s = [1, 0], T = 0.5: weights e^2 / (e^2 + 1) = 0.880797 and 0.119203, R = 0.880797; s = [0.5, 0.5]: R = 0.5.
+
+    rewards [N] (what a leaf keeps as its own R), valid [N] bool, parent [N] long as in node_credit;
+    scores [N] (default rewards): the s_j the inner nodes weigh -- the release weighs pass rates, so
+    tree.advantages passes those even when a code's own reward is shaped; clean [N] bool (default None: no
+    bonus): the code's tests all ran to a verdict (reward.no_error). A node with no valid code below gets 0.
+    Returns (R [N], ok [N]) as node_credit.
+    """
+    s = (rewards if scores is None else scores).float()
+    N = parent.numel()
+    is_code = torch.ones(N, dtype=torch.bool)
+    is_code[parent[parent >= 0]] = False
+    num, den, count, dirty = torch.zeros(N), torch.zeros(N), torch.zeros(N), torch.zeros(N)
+    code = torch.nonzero(is_code & valid).flatten()  # [K] the valid codes
+    w = torch.exp((s - s.max()) / temperature)  # [N] unnormalised softmax weights (shifted: no overflow)
+    up = parent[code]
+    while (up >= 0).any():  # one pass per level, as node_credit
+        code, up = code[up >= 0], up[up >= 0]
+        num.index_add_(0, up, w[code] * s[code])  # sum_j e^{s_j/T} s_j
+        den.index_add_(0, up, w[code])  # sum_j e^{s_j/T}
+        count.index_add_(0, up, torch.ones(len(code)))
+        if clean is not None:
+            dirty.index_add_(0, up, (~clean[code]).float())
+        up = parent[up]
+    inner = num / den.clamp(min=torch.finfo(torch.float32).tiny)
+    if clean is not None:
+        inner = inner + PLAN_BONUS * ((dirty == 0) & (count > 0)).float()
+    ok = valid & (is_code | (count > 0))
+    return torch.where(is_code, rewards, inner.to(rewards.dtype)), ok
 
 
 def sibling_advantages(credit: torch.Tensor, ok: torch.Tensor, group: torch.Tensor, scale: bool = True):
@@ -183,7 +230,8 @@ def sibling_advantages(credit: torch.Tensor, ok: torch.Tensor, group: torch.Tens
 
 
 def tree_advantages(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Tensor, credit: str = "mean",
-                    scale: bool = True, group: torch.Tensor | None = None, fixed: torch.Tensor | None = None):
+                    scale: bool = True, group: torch.Tensor | None = None, fixed: torch.Tensor | None = None,
+                    temperature: float = 0.5, clean: torch.Tensor | None = None, scores: torch.Tensor | None = None):
     """THE credit rule, for every level of the rollout tree (module docstring, "Tree"):
     R = node_credit (leaf: its reward; inner node: mean|max of the valid leaves below it), then
     A = sibling_advantages (normalised among the nodes with the same parent, or the same `group`).
@@ -191,10 +239,11 @@ def tree_advantages(rewards: torch.Tensor, valid: torch.Tensor, parent: torch.Te
     rewards, valid, parent [N] as in node_credit; group [N] long (default: parent); fixed [N] bool
     (default none): inner nodes whose credit is rewards[i] whatever lies below (an unparseable
     retrieval: 0). Returns (R [N], A [N], zero_std [N]). Training calls it through tree.advantages;
+    credit 'softmax' (the release's): temperature, clean, scores as softmax_credit.
     coder_advantages and planner_advantages are its two-level case (two_level_tree); the Debugger's groups
     (debugger_advantages) are a forest of depth 1 under each failing program.
     """
-    R, ok = node_credit(rewards, valid, parent, credit)
+    R, ok = node_credit(rewards, valid, parent, credit, temperature, clean, scores)
     if fixed is not None:
         R = torch.where(fixed, rewards, R)
     adv, zero = sibling_advantages(R, ok, parent if group is None else group, scale)

@@ -48,6 +48,8 @@ class Problem:
     slow_solution: str | None = None  # stress problems: a deliberately slow but correct solution
     checker: str = "strict"  # the I/O tests' rule, a name of checkers.RULES
     checker_program: str | None = None  # the problem's own checker (sandboxing/special_checker.py), if any
+    public_tests: tuple = ()  # I/O problems: ((stdin, stdout), ...) the statement's public examples, apart from
+    #                           io_tests (the private ones, which score); a Debugger sees these (debugger.visible_tests)
 
     @property
     def is_io(self) -> bool:

@@ -1,7 +1,9 @@
 """The reward of a program: its pass rate in the sandbox (sandbox.Result.pass_rate: tests passed / tests),
-or 1 only when every test passes (--reward all_pass), plus the efficiency bonus for fast correct code
-(--efficiency-weight; grpo.efficiency_bonus, or the authors' released form: --efficiency-reward release), both
-on each program's cost measured outside its run (sandbox.Result.cost_s / cost_mb). docs/algorithm.md#the-reward.
+or 1 only when every test passes (--reward all_pass), or the authors' shaped reward (--reward shaped:
+pass rate + 0.1 if no test errored or timed out + 0.2 if all passed), plus the efficiency bonus for fast
+correct code (--efficiency-weight; grpo.efficiency_bonus, or the authors' released form: --efficiency-reward
+release), on each program's cost measured outside its run (sandbox.Result.cost_s / cost_mb).
+docs/algorithm.md#the-reward.
 """
 import torch
 
@@ -36,7 +38,7 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
     """Sandbox results (flat, prompt-major) -> rewards of `shape` (docs/algorithm.md#the-reward): training
     passes [B, 1, K], K programs per problem (step_rewards).
 
-    pass_rate: passed/total; all_pass: 1[verdict == passed]. --efficiency-weight lambda > 0 adds, for a
+    pass_rate, all_pass, shaped: program_reward. --efficiency-weight lambda > 0 adds, for a
     program that passes every test (efficiency.program_cost: ET = cost_s, MU = cost_mb, measured outside
     the run, the empty program's fixed cost subtracted):
         net       grpo.efficiency_bonus: lambda * min(1, 1 / NET), NET = ET over the reference's (ref_times:
@@ -44,8 +46,7 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
                   program of the same problem (floor efficiency.ET_FLOOR_S)
         release   lambda * (0.1 exp(-3 ET) + 0.1 exp(-0.1 MU)) (efficiency.release_bonus; lambda = 1: the release's)
     """
-    r = torch.tensor([x.pass_rate if args.reward == "pass_rate" else float(x.verdict == "passed")
-                      for x in results]).view(shape)
+    r = torch.tensor([program_reward(x, args.reward) for x in results]).view(shape)
     if args.efficiency_weight > 0:
         costs = [efficiency.program_cost(x) for x in results]  # (ET s, MU MiB) of a passing program, else None
         t = torch.tensor([c[0] if c else 0.0 for c in costs]).view(shape)
@@ -62,3 +63,37 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
 def release(args) -> bool:
     """--efficiency-reward release: the authors' exponential form instead of ours (NET)."""
     return getattr(args, "efficiency_reward", "net") == "release"
+
+
+RAN = ("passed", "failed")  # a test that ran to the end and printed an answer that was compared
+
+
+def no_error(result) -> bool:
+    """True when the program ran every test to a verdict on its answer: each test's verdict is passed or
+    failed (an answer compared), none error, timeout, memory, output_limit, no_code or sandbox_error; a
+    run with no test is not clean.
+
+    The release tells an error by the marker its runner writes in place of the output ("<THIS IS Error>",
+    AlbertZhaoCA/e1, examples/reward_function/higher-order.py): a raised exception or a timeout. Our
+    sandbox's per-test verdicts (Result.tests) say the same and more; our choice, where the release is
+    silent: a memory or output limit, a program without code and a sandbox failure are errors too (none
+    of them ran to a compared answer), and a wrong answer is not."""
+    return bool(result.tests) and all(v in RAN for v in result.tests)
+
+
+SHAPED_CLEAN, SHAPED_ALL = 0.1, 0.2  # the release's bonuses (examples/reward_function/code.py, per design notes)
+
+
+def program_reward(result, kind: str = "pass_rate") -> float:
+    """One program's reward from its sandbox Result (s = tests passed / tests):
+    pass_rate  s;   all_pass  1[every test passed];
+    shaped     s + 0.1 * 1[no_error] + 0.2 * 1[every test passed]  (the authors' release, code.py):
+               all 4 of 4 passed -> 1.3; 2 of 4, the others wrong answers -> 0.6; 2 of 4, one raised -> 0.5.
+    Raises ValueError for another kind."""
+    if kind == "pass_rate":
+        return result.pass_rate
+    if kind == "all_pass":
+        return float(result.verdict == "passed")
+    if kind == "shaped":
+        return result.pass_rate + SHAPED_CLEAN * no_error(result) + SHAPED_ALL * (result.verdict == "passed")
+    raise ValueError(f"unknown reward '{kind}': use pass_rate, all_pass or shaped")

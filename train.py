@@ -43,6 +43,7 @@ import retriever
 import roles
 import rollout
 import sandbox
+import sequential
 import sft
 import stepcoder
 import trackers
@@ -99,8 +100,10 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
                           k=args.retrieval_k)
     rewards = reward.step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
     credit = tree.advantages(rollouts, args.planner_credit, args.scale_rewards == "group",  # 3
-                             args.coder_baseline, args.debug_reward, args.debug_gamma)
-    update_metrics = update.gradient_step(policy, rollouts, credit, args, optimizer, clock)  # 4
+                             args.coder_baseline, args.debug_reward, args.debug_gamma, args.credit_temperature)
+    frozen = getattr(args, "frozen_roles", ())  # --schedule sequential: the role its stage does not train
+    update_metrics = update.gradient_step(policy, rollouts, {r: c for r, c in credit.items() if r not in frozen},  # 4
+                                          args, optimizer, clock)
     step_s = time.perf_counter() - t0
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
 
@@ -217,7 +220,10 @@ def main(argv=None) -> Path:
     load_policy(run)
     with open_log(run) as log:
         sft_stage(run, log)
-        grpo_stage(run, log)
+        if run.args.schedule == "sequential":  # the authors' release: the Planner, then the Coder on fixed plans
+            sequential.run(run, log, grpo_stage)
+        else:
+            grpo_stage(run, log)
     if run.main_rank:
         finish(run, log.rows)
     distributed.cleanup()
@@ -235,7 +241,7 @@ def setup(args) -> Run:
     run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
     run = Run(args, rank, world, device, quant, run_dir, checkpoint.latest(run_dir) if args.resume else None,
               checkpoint.fresh_state())
-    run.finished = bool(run.ckpt) and checkpoint.finished(args, run_dir, run.ckpt, run.main_rank)
+    run.finished = bool(run.ckpt) and checkpoint.finished(sequential.final_args(args), run_dir, run.ckpt, run.main_rank)
     if run.finished:
         return run
     random.seed(args.seed)
@@ -243,7 +249,7 @@ def setup(args) -> Run:
     run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
     held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     run.eval_problems = checkers.use(held_out, args.checker)
-    progress.start(args, device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
+    progress.start(sequential.final_args(args), device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
     try:
         run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates
                                         memory_mb=args.sandbox_memory)
@@ -295,7 +301,8 @@ def evaluate(run: Run, log: trackers.RunLog, step: int, last: bool = False) -> N
     """Greedy held-out pass@1 (--eval-data; progress.evaluate) at step 0, every --eval-every steps and at the end."""
     args = run.args
     if run.eval_problems and run.main_rank and (step == 0 or last or args.eval_every > 0 and step % args.eval_every == 0):
-        log.log({"phase": "eval", "step": step, **progress.evaluate(run.policy, run.tok, run.eval_problems, args)})
+        ev_args = getattr(args, "eval_args", args)  # --schedule sequential, stage 2: the run's own chain
+        log.log({"phase": "eval", "step": step, **progress.evaluate(run.policy, run.tok, run.eval_problems, ev_args)})
 
 
 def save(run: Run, name: str) -> None:
@@ -392,7 +399,8 @@ def finish(run: Run, rows: list) -> None:
 def cli():
     try:
         main()
-    except (models.ModelError, data.DataError, TrainingError, checkpoint.CheckpointError, trackers.TrackerError) as e:
+    except (models.ModelError, data.DataError, TrainingError, checkpoint.CheckpointError, trackers.TrackerError,
+            sequential.PlanError) as e:
         sys.exit(f"error: {e}")
     except KeyboardInterrupt:
         sys.exit("interrupted")

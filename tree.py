@@ -33,6 +33,7 @@ import debugger
 import grpo
 import roles
 import sandbox
+from reward import no_error
 
 
 @dataclass
@@ -197,9 +198,12 @@ class Credit:
 
 
 def advantages(tree: Tree, credit: str = "mean", scale: bool = True, coder_baseline: str = "plan",
-               debug_reward: str = "pass_rate", debug_gamma: float = 0.0) -> dict:
+               debug_reward: str = "pass_rate", debug_gamma: float = 0.0, temperature: float = 0.5) -> dict:
     """{role: Credit} for every role of the tree (module docstring). coder_baseline 'problem': all Coder
-    nodes of a problem form one group (as grpo.coder_advantages); debug_reward: pass_rate | gain."""
+    nodes of a problem form one group (as grpo.coder_advantages); debug_reward: pass_rate | gain.
+    credit 'softmax' (the authors' release, grpo.softmax_credit at `temperature`): a node weighs the PASS
+    RATES of the programs below it (whatever --reward gives the programs themselves) and earns the
+    no-error bonus when every one of them ran all its tests to a verdict (reward.no_error)."""
     if coder_baseline not in ("plan", "problem"):
         raise ValueError(f"unknown coder baseline '{coder_baseline}': use plan or problem")
     nodes = tree.nodes
@@ -221,7 +225,14 @@ def advantages(tree: Tree, credit: str = "mean", scale: bool = True, coder_basel
                 group[k] = len(credited) + nodes[i].problem  # an id of its own: not the plans' group
     valid = torch.tensor([nodes[i].valid for i in credited])
     fixed = torch.tensor([nodes[i].fixed for i in credited])
-    node_reward, node_adv, zero_std = grpo.tree_advantages(reward, valid, parent, credit, scale, group, fixed)
+    soft = {}
+    if credit == "softmax":  # a program never run (evaluation) has no result: pass rate 0, not clean
+        results = [nodes[i].result for i in credited]
+        soft = {"temperature": temperature,
+                "scores": torch.tensor([r.pass_rate if r else 0.0 for r in results], dtype=torch.float32),
+                "clean": torch.tensor([bool(r) and no_error(r) for r in results])}
+    node_reward, node_adv, zero_std = grpo.tree_advantages(reward, valid, parent, credit, scale, group, fixed,
+                                                           **soft)
     out = {}
     for name in tree.chain:
         ids = tree.of(name)

@@ -9,6 +9,7 @@ the published one and a reward never calls a right program wrong by another benc
     apps            hendrycks/apps eval/testing_util.py run_test                   apps:
     taco            FlagOpen/TACO metrics/testing_util.py compare_std_results      taco:
     codeforces      testlib's wcmp / rcmp6, open-r1's piston run script           codeforces:
+    genverse        the CoRe-Code release's evaluation/ours.py check_pass          genverse:
 
 Every rule is `rule(output: bytes, expected: bytes) -> bool`: the program's stdout as it printed it,
 the test's expected output as the dataset holds it (UTF-8); it never raises. judge.Reports calls
@@ -336,10 +337,21 @@ def _infinite(r):
     return r > 1e300 or r < -1e300
 
 
+def genverse(output: bytes, expected: bytes) -> bool:
+    """The CoRe-Code authors' comparison on the Gen-Verse sets (AlbertZhaoCA/e1, evaluation/ours.py check_pass
+    and examples/reward_function/higher-order.py): " ".join(r.strip().split()) == " ".join(e.strip().split()),
+    i.e. the same whitespace-separated tokens, compared as text (no number tolerance).
+
+    >>> genverse(b"1  2\n3\n", b"1 2 3"), genverse(b"1.0", b"1")
+    (True, False)
+    """
+    return output.decode("utf-8", "replace").split() == expected.decode("utf-8", "replace").split()
+
+
 # -- the table, and --checker ---------------------------------------------------------------------
 
 RULES = {"strict": strict, "code_contests": code_contests, "livecodebench": livecodebench, "apps": apps,
-         "taco": taco, "codeforces": codeforces}
+         "taco": taco, "codeforces": codeforces, "genverse": genverse}
 
 
 def rule(name: str):

@@ -182,7 +182,7 @@ def test_sandbox_job_takes_the_problem_limits():
     ({"io_tests": [{"input": "1\n", "output": "1\n"}, {"input": 1, "output": "1"}]}, r"io_tests\[1\] must"),
     ({"io_tests": [{"input": "1\n"}]}, r"io_tests\[0\] must"),
     ({"time_limit_s": 0}, r"'time_limit_s' must be a positive number, got 0"),
-    ({"checker": "exact"}, r"'checker' must be one of strict, code_contests, livecodebench, apps, taco, codeforces, got 'exact'"),
+    ({"checker": "exact"}, r"'checker' must be one of strict, code_contests, livecodebench, apps, taco, codeforces, genverse, got 'exact'"),
     ({"checker": ["apps"]}, r"'checker' must be one of strict, .*, got \['apps'\]"),
     ({"time_limit_s": -1.5}, r"'time_limit_s' must be a positive number"),
     ({"time_limit_s": "2"}, r"'time_limit_s' must be a positive number, got '2'"),
