@@ -247,3 +247,46 @@ def test_a_system_not_computed_renders_as_not_run():
     lines = report.markdown(results).splitlines()
     assert lines[2] == "| A | direct | 50.0 | [0.0, 100.0] | – | – | – | – | – |"
     assert lines[3] == "| B | plan | not run |  | – | – | – | – | – |"
+
+
+def test_ctrl_c_keeps_the_finished_batches_and_the_same_command_goes_on(tmp_path):
+    """eval.py on 3 val problems, one a batch (tests/tiny_eval.py: the tiny Qwen2, a fixed fake sandbox): SIGINT
+    right after the first batch is stored -> status 130, stderr's last line says what is kept and how to go on,
+    no traceback; the same command again makes 2 model calls (not 3: the stored batch is read back) and prints
+    the table of an uninterrupted run (its own store). Catches: the default store off (3 calls again), a
+    KeyboardInterrupt traceback, a stored batch that does not resume (a changed key), a different table."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import eval as evaluation
+    from conftest import ROOT
+
+    def tiny(out, signal=None):
+        env = {**os.environ, "TINY_CALLS": str(tmp_path / "calls")}
+        env.pop("TINY_SIGNAL", None)
+        if signal:
+            env["TINY_SIGNAL"] = signal
+        p = subprocess.run([sys.executable, "tests/tiny_eval.py", "--dataset", "val", "--limit", "3", "--batch-size",
+                            "1", "--max-code-tokens", "6", "--out", str(out)], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=300)
+        return p, int((tmp_path / "calls").read_text())
+
+    def table(p):
+        return [x for x in p.stdout.splitlines() if x.startswith("| ")]
+
+    ref, calls = tiny(tmp_path / "ref" / "e.json")  # its own folder: its own store
+    assert ref.returncode == 0 and calls == 3, ref.stderr[-2000:]
+    p, calls = tiny(tmp_path / "run" / "e.json", signal="1:INT")
+    store = evaluation.default_cache(evaluation.get_args(["--dataset", "val", "--limit", "3", "--batch-size", "1",
+                                                          "--max-code-tokens", "6", "--out", str(tmp_path / "run" / "e.json")]))
+    assert p.returncode == 130 and calls == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.splitlines()[-1] == (f"interrupted: every finished batch is kept in {store}; run the same "
+                                         "command again to go on from there")
+    assert store.parent == tmp_path / "run" / "eval-cache" and not (tmp_path / "run" / "e.json").exists()
+    p, calls = tiny(tmp_path / "run" / "e.json")
+    assert p.returncode == 0 and calls == 2, p.stderr[-2000:]
+    assert table(p) == table(ref) and len(table(p)) == 2  # head, base direct
+    got, want = (json.loads((tmp_path / f).read_text())["results"]["val"]["base direct"] for f in ("run/e.json", "ref/e.json"))
+    assert got["problems"] == want["problems"] and got["pass@1"] == want["pass@1"]
