@@ -41,6 +41,7 @@ import coder
 import interrupt
 import collab
 import data
+import flags
 import models
 import report
 import roles
@@ -257,7 +258,7 @@ def load_runs(model, runs: list) -> tuple:
 
 
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False,
+    ap = flags.Parser(prog="eval.py", description=__doc__.split("\n")[0], allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
     a("--dataset", "--datasets", dest="datasets", default="val",

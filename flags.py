@@ -4,6 +4,7 @@ get_args also applies the defaults that depend on other flags (M = 2 codes per p
 and, for --resume, takes the run's own config.json (checkpoint.resume_args).
 """
 import argparse
+import difflib
 import os
 
 from sandboxing import checkers
@@ -15,8 +16,23 @@ import trackers
 
 ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
 
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line ends in one line (status 2), not the whole usage: a mistyped flag
+    names the closest one (difflib, our choice). train.py and eval.py parse with it."""
+
+    def error(self, message: str):
+        flag = next((w for w in message.split(": ", 1)[1].split() if w.startswith("-")), None) \
+            if message.startswith("unrecognized arguments: ") else None
+        if flag:
+            close = difflib.get_close_matches(flag.split("=")[0], list(self._option_string_actions), n=1)
+            message = (f"unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else "")
+                       + f"; every flag: python {self.prog} --help")
+        self.exit(2, f"error: {message}\n")
+
+
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
+    ap = Parser(prog="train.py", description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
     a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")

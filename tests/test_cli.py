@@ -194,3 +194,32 @@ def test_a_fresh_start_never_erases_a_run(tmp_path, capsys):
             "--overwrite to start it over (erasing it), or another --out\n")
         assert flags.get_args(["--out", str(d), "--overwrite"]).overwrite is True
     assert (logged / "metrics.jsonl").read_text() == '{"phase": "grpo", "step": 1}\n'  # untouched
+
+
+def test_names_a_user_mistypes_get_one_line_that_points_the_right_way(tmp_path, capsys):
+    """`eval.py --dataset humaneva`: the valid names and the closest one, one line, status 1; a missing local
+    file behind mbpp: says it is missing (not that a hub dataset needs `pip install datasets`); a mistyped flag
+    of train.py or eval.py: one line with the closest flag (not argparse's whole usage), status 2.
+    Catches: 'humaneva: no such file', the hub hint for a wrong path, a 45-line usage block."""
+    import data
+    import eval as evaluation
+    import flags
+
+    p = run("eval.py", "--dataset", "humaneva", "--out", str(tmp_path))
+    assert p.returncode == 1 and p.stderr == (
+        "error: unknown dataset 'humaneva' (did you mean humaneval?): use train, val, io_train, io_val, humaneval, "
+        "a .jsonl file, or mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces: followed by a file or "
+        "hub id\n"), p.stderr
+    with pytest.raises(data.DataError) as e:
+        data.load("mbpp:/nonexistent.jsonl")
+    assert str(e.value) == "/nonexistent.jsonl: no such file"
+    with pytest.raises(data.DataError) as e:
+        data.load("nosuchset")
+    assert str(e.value).startswith("unknown dataset 'nosuchset': use train, val, ")
+    for parse, argv, want in [(flags.get_args, ["--sft-step", "3"], "error: unknown flag --sft-step (did you mean "
+                                                 "--sft-steps?); every flag: python train.py --help\n"),
+                              (evaluation.get_args, ["--datset", "val"], "error: unknown flag --datset (did you mean "
+                                                     "--dataset?); every flag: python eval.py --help\n")]:
+        with pytest.raises(SystemExit) as e:
+            parse(argv)
+        assert e.value.code == 2 and capsys.readouterr().err == want
