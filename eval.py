@@ -173,6 +173,54 @@ def tree_costs(t) -> list[tuple[int, int]]:
 
 SINGLE_PASS = ("direct", "plan")  # one program from at most two calls; every other mode makes more
 
+# Seconds per problem of each mode: the embedded SmolLM2-135M in float32 on a 2-core CPU, greedy, one sample,
+# the default budgets (256 code, 48 plan tokens). direct, plan: `python eval.py --dataset val#8 --modes M --no-cache`
+# (one batch of 8; generation 21 s and 55 s), 2-core AMD EPYC, load 12.5 (other jobs running), 2026-12-04: an
+# idle machine is faster, HumanEval's longer programs slower (~6.6 s a problem direct, docs/experiments.md).
+# collab: docs/baselines.md (8 val problems in 1,260 s, --collab-rounds 2). A first guess only; the bars' ETA is
+# the run's own. The other modes are not measured (no guess).
+COSTS = {"direct": 2.6, "plan": 6.9, "collab": 158.0}
+LONG_S = 3600  # a (system, set) that costs more is announced with a --sample suggestion
+
+
+def cost_s(mode: str, problems: int, args, device: str) -> float | None:
+    """The guessed seconds of one system on `problems` problems (COSTS x samples, the code budget scaled
+    from 256 tokens for direct / plan); None: no guess (another model, device or dtype, or mode)."""
+    guess = args.model in ("SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct") and device == "cpu" \
+        and args.dtype in ("auto", "float32") and mode in COSTS
+    scale = args.max_code_tokens / 256 if mode in SINGLE_PASS else 1.0
+    return COSTS[mode] * problems * args.n * scale if guess else None
+
+
+def cost_lines(datasets: dict, systems: list, args, device: str, done=lambda system, mode, name: False) -> list[str]:
+    """What the command will run and about how long, before it starts: one line, and one more for each
+    (system, set) of over an hour, with the --sample that gives a first look in about twenty minutes.
+    done(system, mode, set): True when its whole result is stored already (it costs nothing)."""
+    parts, total, unknown, long = [], 0.0, False, []
+    for name, problems in datasets.items():
+        for system, _, mode in systems:
+            if done(system, mode, name):
+                parts.append(f"{system} on {name}: stored")
+                continue
+            n = len(subset(problems, getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None, name))
+            s = cost_s(mode, n, args, device)
+            parts.append(f"{system} on {name} ({n} problems" + (f", ~{clock(s)})" if s is not None else ")"))
+            total, unknown = total + (s or 0.0), unknown or s is None
+            if s is not None and s > LONG_S:
+                first = max(1, int(1200 // (s / n)))  # about 20 minutes
+                long.append(f"note: {system} on {name} takes hours here (~{clock(s)}, {s / n:.0f} s a problem); "
+                            f"--sample {first} gives a first look in about {clock(first * s / n)}")
+    how = ("no time guess for this model, device or mode: the bars' ETA gives one after the first batch" if unknown
+           and not total else f"about {clock(total)} on a 2-core CPU (eval.COSTS)" + (" + the modes without a guess"
+                                                                                      if unknown else ""))
+    return [f"will run: {', '.join(parts)}; {how}"] + long
+
+
+def clock(s: float) -> str:
+    """Seconds -> 'h:mm:ss' or 'm:ss'."""
+    h, m, sec = int(s) // 3600, int(s) % 3600 // 60, int(s) % 60
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
 
 def subset(problems: list, size: int | None, name: str) -> list[int]:
     """Indices of a fixed seeded sample of `size` problems of set `name` (all for None / 0 / size >= len),
@@ -226,6 +274,14 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
         print(f"  {system:24} " + " ".join(f"pass@{k} {100 * row[f'pass@{k}']:5.1f}%" for k in ks)
               + f"  ({gen_s:.0f} s, {len(probs)} problems){extra}", flush=True)
     return rows
+
+
+def stored(args, problems, system: str, mode: str, name: str, digests: dict) -> bool:
+    """True when the store holds the whole result of `system` (in `mode`) on set `name`: run_systems reads it
+    back instead of computing it (the same key)."""
+    multi = getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None
+    k = cache.key(args, mode, digests.get(system, ""), [problems[i].task_id for i in subset(problems, multi, name)])
+    return bool(args.cache) and cache.get(args.cache, system, name, k) is not None
 
 
 def load_runs(model, runs: list) -> tuple:
@@ -379,6 +435,9 @@ def main(argv=None):
     digests = {s: cache.adapters_digest(run_dirs.get(s)) for s in present} if args.cache else {}
     against = {s: [b for b in bs if b in present] for s, bs in against.items()}  # e.g. base plan not run
     model.eval()
+    for line in cost_lines(datasets, systems, args, device,  # what will run, and about how long here
+                           lambda system, mode, name: stored(args, datasets[name], system, mode, name, digests)):
+        print(line, flush=True)
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}", "cpu": report.machine(),
                "sandbox": isolation, "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
                "sample": args.sample, "multi_sample": args.multi_sample, "set_sizes": set_sizes,

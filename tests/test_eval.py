@@ -290,3 +290,30 @@ def test_ctrl_c_keeps_the_finished_batches_and_the_same_command_goes_on(tmp_path
     assert table(p) == table(ref) and len(table(p)) == 2  # head, base direct
     got, want = (json.loads((tmp_path / f).read_text())["results"]["val"]["base direct"] for f in ("run/e.json", "ref/e.json"))
     assert got["problems"] == want["problems"] and got["pass@1"] == want["pass@1"]
+
+
+def test_cost_before_work_names_each_system_and_warns_of_hours():
+    """eval.py's first line: val's 53 problems, base direct at 2.6 s a problem (eval.COSTS) = 137.8 s -> 2:17,
+    with --max-code-tokens 128 half that (1:08); collab at 158 s a problem: 8,374 s -> 2:19:34, announced as
+    hours with --sample 7 (7 x 158 = 1,106 s -> 18:26, the most problems within 20 minutes); a stored result
+    costs nothing; another model gets no guess. Catches: a start with no word of its cost (2 hours of collab
+    with no warning), a guess that ignores the token budget or the model."""
+    import eval as evaluation
+
+    val = list(range(53))  # subset() needs only the count
+    args = evaluation.get_args(["--dataset", "val", "--no-cache"])
+    assert evaluation.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu") == [
+        "will run: base direct on val (53 problems, ~2:17); about 2:17 on a 2-core CPU (eval.COSTS)"]
+    args = evaluation.get_args(["--dataset", "val", "--no-cache", "--max-code-tokens", "128"])
+    assert "(53 problems, ~1:08)" in evaluation.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu")[0]
+    args = evaluation.get_args(["--dataset", "val", "--modes", "collab", "--no-cache"])
+    systems = [("base direct", None, "direct"), ("base collab", None, "collab")]
+    assert evaluation.cost_lines({"val": val}, systems, args, "cpu", lambda s, m, n: m == "direct") == [
+        "will run: base direct on val: stored, base collab on val (53 problems, ~2:19:34); about 2:19:34 on a 2-core "
+        "CPU (eval.COSTS)",
+        "note: base collab on val takes hours here (~2:19:34, 158 s a problem); --sample 7 gives a first look in "
+        "about 18:26"]
+    args = evaluation.get_args(["--dataset", "val", "--model", "Qwen2.5-Coder-1.5B", "--no-cache"])
+    assert evaluation.cost_lines({"val": val}, systems[:1], args, "cuda") == [
+        "will run: base direct on val (53 problems); no time guess for this model, device or mode: the bars' ETA "
+        "gives one after the first batch"]
