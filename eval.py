@@ -284,6 +284,17 @@ def stored(args, problems, system: str, mode: str, name: str, digests: dict) -> 
     return bool(args.cache) and cache.get(args.cache, system, name, k) is not None
 
 
+def run_dtype(args, device: str) -> str:
+    """--dtype auto with runs to load: the compute dtype they were trained in (config.json's 'dtype') when they
+    ran on this kind of device (a GPU run's bfloat16 on a GPU), else auto (models.choose_dtype)."""
+    if args.dtype != "auto":
+        return args.dtype
+    runs = [c.rpartition("=")[2] for c in args.compare or []] + ([args.adapters] if args.adapters else [])
+    cfgs = [json.loads((Path(r) / "config.json").read_text()) for r in runs if (Path(r) / "config.json").is_file()]
+    dtypes = {c.get("dtype") for c in cfgs if c.get("device") == device}
+    return dtypes.pop() if len(dtypes) == 1 and None not in dtypes else "auto"
+
+
 def load_runs(model, runs: list) -> tuple:
     """Attach each run's adapters (names '<i>_<role>') to one base; returns (model, systems, against, siblings).
 
@@ -322,7 +333,8 @@ def get_args(argv=None):
            "mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces:<file or hub id>[@split]; "
            "NAME#N keeps the first N problems of that one")
     a("--split", default=None, help="split of a hub dataset (same as mbpp:<id>@<split>)")
-    a("--model", default=models.EMBEDDED, help="short name, hub id or local folder (the base of every system)")
+    a("--model", default=None, help="short name, hub id or local folder (the base of every system; default: the "
+      f"runs' own, config.json, else {models.EMBEDDED})")
     a("--adapters", default=None, help="a train.py run folder: adds its rows ('trained')")
     a("--compare", nargs="+", default=None, metavar="[NAME=]RUN",
       help="train.py runs to compare with base direct and base plan (writes results.json/.md, curves.png)")
@@ -377,6 +389,8 @@ def get_args(argv=None):
         ap.error("--n-samples > 1 needs sampling: set --temperature > 0")
     if args.cached_only and args.no_cache:
         ap.error("--cached-only reads the results stored before: leave out --no-cache")
+    runs = [c.rpartition("=")[2] for c in args.compare or []] + ([args.adapters] if args.adapters else [])
+    args.model = flags.base_model(runs, args.model, "--compare" if args.compare else "--adapters")  # the runs' base
     if args.cache is None and not args.no_cache:
         args.cache = str(default_cache(args))
     elif args.no_cache:
@@ -419,6 +433,7 @@ def main(argv=None):
     isolation = sandbox.require(args.unsafe_sandbox, memory_mb=args.sandbox_memory)  # after loading: the problem files are covered
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
+    args.dtype = run_dtype(args, device)
     model, tok = models.load_base(args.model, device, quant, dtype=args.dtype)
     against, siblings, runs = {}, {}, []
     if args.compare or args.adapters:
