@@ -455,6 +455,7 @@ def main(argv=None):
         print(line, flush=True)
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}", "cpu": report.machine(),
                "sandbox": isolation, "model": args.model, "n": args.n, "temperature": args.temperature, "ks": args.ks,
+               "max_code_tokens": args.max_code_tokens, "max_plan_tokens": args.max_plan_tokens,
                "sample": args.sample, "multi_sample": args.multi_sample, "set_sizes": set_sizes,
                "systems": [{"name": s, "mode": m, "adapters": a, "against": against.get(s, []),
                              "siblings": siblings.get(s, []), "run": run_dirs.get(s)} for s, a, m in systems],
