@@ -105,7 +105,7 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
     stored before is read back instead of generated (a stopped evaluation resumes at its batch).
     """
     if mode == "collab":  # CollabCoder: its own loop of prompted stages (collab.py), not a tree
-        return collab.programs(partial(sample_as, model, tok, adapters), problems, args, costs)
+        return collab.programs(partial(sample_as, model, tok, adapters), problems, args, costs, batches)
     chain = roles.parse_chain(MODES[mode])
     planned = "planner" in chain
     sizes = {"retriever": 1, "planner": args.n, "coder": 1 if planned else args.n, "debugger": 1}

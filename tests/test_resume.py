@@ -253,3 +253,21 @@ def test_ctrl_c_saves_the_step_prints_the_resume_command_and_resumes_exactly(tmp
         [("planner", 1), ("planner", 2), ("coder", 1), ("coder", 2)]
     assert [untimed(m) for m in lines(sft)] == [untimed(m) for m in lines(ref)]
     assert adapters_equal(ref / "adapters", sft / "adapters")
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """interrupt.Stop in a bare process (no model: a second): the first SIGINT only sets `requested` and says
+    so, the second ends the process at once with status 130 and one line (the work after it never runs).
+    Catches: a second Ctrl-C that waits for the step (a user stuck behind a 20-minute GPU step), a traceback."""
+    code = ("import os, signal, time, interrupt\n"
+            "with interrupt.Stop('stopping after this step') as stop:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    print('requested', stop.requested, flush=True)\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(30)\n"
+            "    print('not reached')\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130 and p.stdout == "requested True\n", (p.stdout, p.stderr)
+    assert [x for x in p.stderr.splitlines() if x] == [
+        "SIGINT: stopping after this step (press Ctrl-C again to stop at once)",
+        "stopped at once by a second SIGINT: the last checkpoint is kept"]
