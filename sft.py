@@ -94,9 +94,11 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
     device = next(policy.parameters()).device
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
-    bf16 = cpu_linear.use_bf16(getattr(args, "sft_products", "float32"))  # --sft-products
+    bf16, start_at = cpu_linear.use_bf16(getattr(args, "sft_products", "float32")), start  # --sft-products
     with cpu_linear.bf16_products(policy, on=bf16):  # the frozen base's products in bf16, or as they are
         for i in progress.bar(range(start, args.sft_steps), f"sft {role}", total=args.sft_steps, initial=start):
+            if stop is not None and i > start_at and stop():  # a safe point, i steps done: the caller saves here
+                break
             t = time.perf_counter()
             chats, targets = map(list, zip(*random.sample(pool, min(args.sft_batch, len(pool)))))
             parts = micro_batches(tok, chats, targets, args.micro_batch, device)  # Rollouts of <= --micro-batch pairs
@@ -117,8 +119,6 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
                                       "time_step_s": time.perf_counter() - t,
                                       "peak_rss_gib": progress.peak_rss_gib()}) + "\n")
             start = i + 1
-            if stop is not None and start < args.sft_steps and stop():  # a safe point: the caller saves here
-                break
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
         g["lr"] = args.lr
     cpu_linear.release_memory()

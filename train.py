@@ -431,7 +431,8 @@ def cli():
         print(e, file=sys.stderr, flush=True)
         sys.exit(e.status)
     except KeyboardInterrupt:  # before the first step (loading): nothing to keep yet
-        sys.exit("interrupted before the first training step: nothing new to keep")
+        print("\ninterrupted before the first training step: nothing new to keep", file=sys.stderr)
+        sys.exit(130)  # 128 + SIGINT, as interrupt.status
 
 
 if __name__ == "__main__":
