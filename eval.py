@@ -404,10 +404,13 @@ RUNTIME = ("out", "cache", "no_cache", "cached_only", "workers")  # flags that c
 
 
 def default_cache(args) -> Path:
-    """This command's own store (our choice): <folder>/eval-cache/<first set>-<12 hex of SHA-256 of its flags>,
-    the flags that change no result left out (RUNTIME); <folder> is --out's (the folder itself for a folder or
-    --compare), else runs/. The same command again finds it; another command gets its own."""
-    what = json.dumps({k: v for k, v in sorted(vars(args).items()) if k not in RUNTIME}, default=str)
+    """This command's own store (our choice): <folder>/eval-cache/<first set>-<12 hex of SHA-256 of its flags
+    and of the project's code>, the flags that change no result left out (RUNTIME); <folder> is --out's (the
+    folder itself for a folder or --compare), else runs/. The same command again finds it; another command, or
+    the same after a change to the code (a sandbox fix), gets its own: a default store never serves stale results."""
+    here = Path(__file__).resolve().parent
+    code = hashlib.sha256(b"".join(f.read_bytes() for f in sorted([*here.glob("*.py"), *here.glob("sandboxing/*.py")])))
+    what = json.dumps({k: v for k, v in sorted(vars(args).items()) if k not in RUNTIME}, default=str) + code.hexdigest()
     name = Path(args.datasets.split(",")[0].partition("#")[0]).stem.replace(":", "-")
     out = Path(args.out) if args.out else None
     folder = out if out and (args.compare or out.is_dir()) else out.parent if out else Path("runs")
