@@ -17,7 +17,7 @@ Each problem's reference solution (our records' `solution`, HumanEval's prompt +
 MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (scoring.py, efficiency.py). The
 JSON keeps one row per problem and system, so intervals and paired tests (stats.py) can be recomputed.
 Every finished (system, set, batch) is stored as it goes in a folder of this command's own (default_cache:
-runs/eval-cache/<set>-<hash of the flags>/, beside --out when given; --no-cache: nothing stored). Ctrl-C or
+runs/eval-cache/<set>-<hash of the flags and code>/, beside --out; --no-cache: nothing stored). Ctrl-C or
 SIGTERM ends with one line saying so (status 130 / 143); the same command run again reads back what is
 stored and goes on from the batch it was in.
 """
@@ -362,7 +362,7 @@ def get_args(argv=None):
       "problem) see only a fixed seeded sample of N problems of each dataset, inside --sample's")
     a("--cache", default=None, help="a folder: every (system, dataset, batch) result is stored there as it is done, "
       "and read back instead of recomputed when everything that decides it is unchanged (cache.py); default: this "
-      "command's own folder, runs/eval-cache/<set>-<hash of the flags>/ (beside --out when given)")
+      "command's own folder, runs/eval-cache/<set>-<hash of the flags and code>/ (beside --out when given)")
     a("--no-cache", action="store_true", help="store nothing (a stopped evaluation then starts over)")
     a("--cached-only", action="store_true", help="with --cache: compute nothing, the table of the results stored so far "
       "(a system without one is left out): e.g. the table of a `make paper` still running")
