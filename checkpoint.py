@@ -1,11 +1,16 @@
-"""Checkpoints and `train.py --resume RUN_DIR`: a run killed at any moment goes on with nothing lost.
+"""Checkpoints and `train.py --resume RUN_DIR`: a run killed at any moment goes on from its latest checkpoint,
+exactly as if it had not stopped; what it keeps is what that checkpoint holds. A kill (SIGKILL, a crash)
+loses the steps after it: checkpoints come every --save-every GRPO steps and after each role's SFT. A Ctrl-C
+or SIGTERM loses nothing finished: train.py saves one after the step in progress (interrupt.py).
 
-    RUN_DIR/checkpoints/step-000010/     one checkpoint (a GRPO step boundary; sft-<k>: k roles' SFT done)
+    RUN_DIR/checkpoints/step-000010/     one checkpoint (a GRPO step boundary; sft-<k>: k roles' SFT done;
+                                         sft-<k>-<n>: a Ctrl-C after step n of the next role's SFT)
         adapters/<role>/                 every role's LoRA adapter (peft format, as RUN_DIR/adapters/)
         optimizer.pt                     AdamW state (moments, step counts) of both adapters (and of the critic)
         critic.pt                        --algo ppo|stepcoder: the value head and the arm's state (ppo.Critic)
         rng.pt                           python / torch / CUDA RNG states, one entry per rank
-        state.json                       step, problems consumed, SFT roles done, bytes of the logs, wall s
+        state.json                       step, problems consumed, SFT roles done (and steps of the next),
+                                         bytes of the logs, wall s
     RUN_DIR/checkpoints/latest           the name of the newest WHOLE checkpoint
 
 Writing (our choice, after verl's commit marker): everything goes into `.tmp-<name>/`, files fsync'd,
@@ -80,7 +85,7 @@ def holds_work(run_dir) -> bool:
 
 def fresh_state() -> dict:
     """A run's position before anything ran (what state.json holds)."""
-    return {"step": 0, "consumed": 0, "sft_done": [], "metrics_bytes": 0, "samples_bytes": 0, "wall_s": 0.0,
+    return {"step": 0, "consumed": 0, "sft_done": [], "sft_step": 0, "metrics_bytes": 0, "samples_bytes": 0, "wall_s": 0.0,
             "grpo_s": 0.0}
 
 
@@ -156,9 +161,9 @@ def set_rng_state(s: dict):
 
 
 def _order(name: str) -> tuple:
-    """Writing order of checkpoint names: sft-1 < sft-2 < step-000000 < step-000001 ..."""
-    kind, _, n = name.partition("-")
-    return (kind == "step", int(n))
+    """Writing order of checkpoint names: sft-1 < sft-1-000003 < sft-2 < step-000000 < step-000001 ..."""
+    kind, *n = name.split("-")
+    return (kind == "step", *map(int, n))
 
 
 def _fsync_tree(folder: Path):

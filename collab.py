@@ -258,7 +258,27 @@ def solve(problems, generate, run, rounds: int = 2, timeout_s: float = 4.0) -> t
     return programs, {**counts, "calls": calls, "rounds": used_rounds, "passed_visible": [s["done"] for s in st]}
 
 
-def programs(sample, problems, args, costs: list | None = None) -> tuple[list, dict]:
+def stored_batch(batches, problems: list, j: int, tokens: dict, generated: list, compute) -> tuple[list, dict]:
+    """One batch of `programs` (solve's (programs, stats)): read back from `batches` (eval's store, cache.Batches)
+    when an earlier run stored it, else computed and stored; the tokens it generated are added to `tokens`
+    and `generated` either way. j: the sample (--n), part of the batch's key."""
+    ids = [p.task_id for p in problems] + ([f"sample {j}"] if j else [])
+    done = batches.get(ids) if batches else None
+    if done is None:
+        before, g = {r: len(t) for r, t in tokens.items()}, generated[0]
+        progs, st = compute()
+        done = {"programs": progs, "stats": {k: st[k] for k in ("calls", "decisions", "fallbacks", "plan_updates")},
+                "tokens": {r: t[before[r]:] for r, t in tokens.items()}, "generated": generated[0] - g}
+        if batches:
+            batches.put(ids, done)
+        return progs, st
+    for r, t in tokens.items():
+        t += done["tokens"][r]
+    generated[0] += done["generated"]
+    return done["programs"], done["stats"]
+
+
+def programs(sample, problems, args, costs: list | None = None, batches=None) -> tuple[list, dict]:
     """eval.generate_programs for mode 'collab' (solve): --n runs of CollabCoder per problem, --batch-size
     problems in lock-step. Plan calls answer with the Planner's adapter, code calls with the Coder's (when
     the run trained them), every other call with the base model; budgets --max-plan-tokens,
@@ -267,7 +287,8 @@ def programs(sample, problems, args, costs: list | None = None) -> tuple[list, d
     costs: as generate_programs', with the tokens of a problem None (a call serves the problems still in
     play together); stats then add tokens_per_problem (every call's generated tokens / problems).
     sample(role, chats, n, max_tokens, temperature, stop) -> rollout.Rollout: eval.sample_as bound to the
-    model and the run's adapters (role None: the base model)."""
+    model and the run's adapters (role None: the base model). batches: eval's store (cache.Batches), each
+    finished batch kept as generate_programs keeps its own (stored_batch)."""
     tokens = {"planner": [], "coder": []}
 
     def generate(stage, chats):
@@ -282,10 +303,11 @@ def programs(sample, problems, args, costs: list | None = None) -> tuple[list, d
     run = lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None))  # noqa: E731
     out, calls, counts = [[] for _ in problems], [], {"decisions": 0, "fallbacks": 0, "plan_updates": 0}
     per_problem, generated = [0] * len(problems), [0]  # model calls of each problem; tokens of every call
-    for _ in range(args.n):
-        for s in tqdm(range(0, len(problems), args.batch_size), desc="collab", dynamic_ncols=True):
-            progs, st = solve(problems[s:s + args.batch_size], generate, run, args.collab_rounds,
-                                     getattr(args, "sandbox_timeout", 4.0))
+    with tqdm(total=args.n * len(problems), desc="collab", unit="problem", dynamic_ncols=True) as bar:
+        for j, s in ((j, s) for j in range(args.n) for s in range(0, len(problems), args.batch_size)):
+            progs, st = stored_batch(batches, problems[s:s + args.batch_size], j, tokens, generated, lambda: solve(
+                problems[s:s + args.batch_size], generate, run, args.collab_rounds, getattr(args, "sandbox_timeout", 4.0)))
+            bar.update(len(progs))
             for i, prog in enumerate(progs):
                 out[s + i].append(prog)
             calls += st["calls"]

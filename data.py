@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import benchmarks
-from problem import SOURCES, DataError, Problem, load_jsonl, records  # noqa: F401  (data.Problem, data.DataError)
+from problem import SOURCES, DataError, Problem, load_jsonl, looks_like_path, records  # noqa: F401  (data.Problem, data.DataError)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 OUR_SETS = ("train", "val", "io_train", "io_val")  # data/<name>.jsonl
@@ -127,7 +127,26 @@ def load(name: str) -> list[Problem]:
     if colon and prefix in benchmarks.LOADERS:
         source, tail = split_source(spec)
         return benchmarks.LOADERS[prefix](source, tail)
+    if not Path(name).exists() and not looks_like_path(name):
+        raise DataError(unknown_name(name))
     return load_jsonl(name)
+
+
+def unknown_name(name: str) -> str:
+    """The one line for a --dataset name that is no set, no prefix and no file: the closest valid name
+    (difflib, our choice) and every valid one.
+
+    >>> unknown_name("humaneva")[:52]
+    "unknown dataset 'humaneva' (did you mean humaneval?)"
+    """
+    import difflib
+
+    sets = [*OUR_SETS, "humaneval"]
+    prefixes = [f"{p}:" for p in ("mbpp", *benchmarks.LOADERS)]
+    close = difflib.get_close_matches(name.partition(":")[0], sets + [p[:-1] for p in prefixes], n=1)
+    hint = "" if not close else f" (did you mean {close[0] + (':' if close[0] not in sets else '')}?)"
+    return (f"unknown dataset {name!r}{hint}: use {', '.join(sets)}, a .jsonl file, or "
+            f"{', '.join(prefixes)} followed by a file or hub id")
 
 
 def split_source(spec: str) -> tuple[str, str | None]:

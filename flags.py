@@ -4,7 +4,10 @@ get_args also applies the defaults that depend on other flags (M = 2 codes per p
 and, for --resume, takes the run's own config.json (checkpoint.resume_args).
 """
 import argparse
+import difflib
+import json
 import os
+from pathlib import Path
 
 from sandboxing import checkers
 import checkpoint
@@ -26,8 +29,57 @@ RECIPES = {"release": {"schedule": "sequential", "planner_credit": "softmax", "c
                        "top_p": 0.99, "beta": 0.01, "epsilon": 0.2, "epsilon_high": 0.3, "loss_type": "token",
                        "lr": 1e-5, "num_iterations": 1}}
 
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line ends in one line (status 2), not the whole usage: a mistyped flag
+    names the closest one (difflib, our choice). train.py and eval.py parse with it."""
+
+    def error(self, message: str):
+        flag = next((w for w in message.split(": ", 1)[1].split() if w.startswith("-")), None) \
+            if message.startswith("unrecognized arguments: ") else None
+        if flag:
+            close = difflib.get_close_matches(flag.split("=")[0], list(self._option_string_actions), n=1)
+            message = (f"unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else "")
+                       + f"; every flag: python {self.prog} --help")
+        self.exit(2, f"error: {message}\n")
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two --model values name one base: a short name and its hub id are one (no download, no
+    conversion: the names alone).
+
+    >>> same_model("Qwen2.5-Coder-1.5B", "Qwen/Qwen2.5-Coder-1.5B-Instruct"), same_model("SmolLM2-135M-Instruct", "Qwen2.5-Coder-1.5B")
+    (True, False)
+    """
+    def canonical(x):
+        m = models.QWEN_CODER.match(x)
+        return models.EMBEDDED if x == models.EMBEDDED_HUB_ID else f"Qwen2.5-Coder-{m.group(1)}B" if m else x
+    return canonical(a) == canonical(b)
+
+
+def base_model(runs: list, asked: str | None, flag: str) -> str:
+    """The base model of a command that loads the adapters of train.py runs (train.py --init, eval.py
+    --adapters / --compare): their own (config.json's 'model'), or --model when it is given and is theirs.
+    Runs without a config.json are left to the loader's own error. Raises models.ModelError (one line) when
+    --model names another base (the adapters would load onto the wrong model) or the runs' bases differ."""
+    theirs = {}
+    for run in runs:
+        cfg = Path(run) / "config.json"
+        if cfg.is_file():
+            theirs[run] = json.loads(cfg.read_text()).get("model", models.EMBEDDED)
+    bases = list(dict.fromkeys(theirs.values()))
+    if any(not same_model(b, bases[0]) for b in bases):
+        raise models.ModelError(f"{flag}: the runs have different base models ("
+                                + ", ".join(f"{r}: {m}" for r, m in theirs.items()) + "); give runs of one base")
+    if asked and bases and not same_model(asked, bases[0]):
+        run = next(iter(theirs))
+        raise models.ModelError(f"--model {asked}: {run} was trained on {bases[0]} (its config.json), and its "
+                                "adapters fit only that base: leave out --model")
+    return asked or (bases[0] if bases else models.EMBEDDED)
+
+
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
+    ap = Parser(prog="train.py", description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
     a("--recipe", default="ours", choices=["ours", *RECIPES],
@@ -36,7 +88,8 @@ def get_args(argv=None):
            "--num-plans 5 --codes-per-plan 2 --coder-group 5 --temperature 1.0 --top-p 0.99 --beta 0.01 (k3) "
            "--epsilon 0.2 --epsilon-high 0.3 --loss-type token --num-iterations 1 --lr 1e-5 (the release's 1e-6 "
            "is for full fine-tuning; 10x for LoRA) (docs/algorithm.md#ours-and-the-authors-release)")
-    a("--model", default=models.EMBEDDED, help="short name, hub id or local folder")
+    a("--model", default=None, help="short name, hub id or local folder (default: --init's run's model, else "
+      f"{models.EMBEDDED})")
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
@@ -168,6 +221,7 @@ def get_args(argv=None):
         ap.error(str(e))
     if args.schedule == "sequential" and (why := sequential.check(args)):
         ap.error(why)
+    args.model = base_model([args.init] if args.init else [], args.model, "--init")  # the run's own base
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
         args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4
     return args

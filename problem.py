@@ -164,6 +164,19 @@ def _positive(rec, key, typ, where):
 
 # --- records of other sources: a local file or a Hugging Face datasets id ----------------------
 
+FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz")  # what records() reads as a file
+
+
+def looks_like_path(source: str) -> bool:
+    """True when `source` names a local file, not a hub id (an 'org/name' id has no suffix and no leading
+    '/', '.' or '~'): a missing one is then reported as missing, not as a hub dataset to download.
+
+    >>> looks_like_path("/nonexistent.jsonl"), looks_like_path("../data/mbpp.json"), looks_like_path("google-research-datasets/mbpp")
+    (True, True, False)
+    """
+    return source.startswith(("/", ".", "~")) or source.endswith(FILE_SUFFIXES)
+
+
 def records(source: str, split: str | None, **hub_kwargs):
     """Yield (where, record dict) from a local .jsonl / .json / .parquet file (all records; split
     ignored) or, when `source` is not a file, the Hugging Face dataset `source` (needs the
@@ -196,8 +209,11 @@ def records(source: str, split: str | None, **hub_kwargs):
                         except json.JSONDecodeError as e:
                             raise DataError(f"{path}:{n}: not valid JSON ({e.msg})") from None
         return
+    if looks_like_path(source):  # not a hub id: the file is missing
+        raise DataError(f"{source}: no such file" if not path.exists() else f"{source}: not a file")
     if importlib.util.find_spec("datasets") is None:
-        raise DataError(f"{source}: not a file, and loading a hub dataset needs: pip install datasets")
+        raise DataError(f"{source}: not a file, and loading a hub dataset needs the hub extras: "
+                        "make extras EXTRAS=hub (or pip install -r requirements-hub.txt)")
     from datasets import load_dataset
 
     try:

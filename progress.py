@@ -65,7 +65,9 @@ class Run:
     its guess times the ratio of measured to guessed seconds over everything timed (this machine today)."""
 
     def __init__(self, stages: list, show: bool = True, caps: dict | None = None):
-        self.stages = {name: {"units": u, "done": 0, "timed": 0, "seconds": 0.0, "guess": g} for name, u, g in stages}
+        """stages: (name, units, guess) or (name, units, guess, units done before: a resumed run)."""
+        self.stages = {name: {"units": u, "done": (d or [0])[0], "timed": 0, "seconds": 0.0, "guess": g}
+                       for name, u, g, *d in stages}
         self.caps = caps or {}  # stage -> the most seconds it may take (GRPO under --time-budget)
         self.show, self.t0, self.open = show, time.perf_counter(), None
 
@@ -98,10 +100,10 @@ class Run:
         def count(n, word):
             return f" {n:g} {word}{'' if n == 1 else 's'}"
         parts = [name + ("" if name == "load" else (" up to" if name in self.caps else "")
-                         + count(st["units"], "problem" if name == "eval" else "step"))
-                 + (f" ~{clock(min(st['units'] * st['guess'], self.caps.get(name, float('inf'))))}"
+                         + count(st["units"] - st["done"], "problem" if name == "eval" else "step"))
+                 + (f" ~{clock(min((st['units'] - st['done']) * st['guess'], self.caps.get(name, float('inf'))))}"
                     if st["guess"] is not None else f" at most {clock(self.caps[name])}" if name in self.caps else "")
-                 for name, st in self.stages.items() if st["units"]]
+                 for name, st in self.stages.items() if st["units"] > st["done"]]
         eta = self.eta_s()
         total = (f"about {clock(eta)} in all on a 2-core CPU (progress.COSTS)" if eta is not None
                  else "no time guess for this model or device before its first steps")
@@ -123,10 +125,12 @@ def evaluations(steps: int, every: int) -> int:
     return 1 + (steps // every + (steps % every != 0) if every > 0 else 1)
 
 
-def start(args, device: str, eval_problems: int, show: bool = True) -> Run:
+def start(args, device: str, eval_problems: int, show: bool = True, state: dict | None = None) -> Run:
     """The run's stages from its flags (load, SFT per role, evaluations, GRPO steps), printed as one line.
     Guesses (COSTS) only for the embedded model in float32 on a CPU; the GRPO guess scales with the step's
-    tokens (problems x (plans x plan tokens + codes x code tokens)), SFT's with --sft-batch."""
+    tokens (problems x (plans x plan tokens + codes x code tokens)), SFT's with --sft-batch. state: a
+    resumed run's checkpoint state (checkpoint.state_of): what it had done counts as done, so the line and
+    the ETA are of what is left."""
     import roles
 
     guess = args.model in ("SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct") and device == "cpu" \
@@ -135,15 +139,21 @@ def start(args, device: str, eval_problems: int, show: bool = True) -> Run:
     codes = args.codes_per_plan or 4
     plans = args.num_plans if "planner" in args.roles else 0
     tokens = args.problems_per_step * (plans * args.max_plan_tokens + args.num_plans * codes * args.max_code_tokens)
+    state = state or checkpoint.fresh_state()
+    sft_roles = roles.sft_roles(args.roles) if args.sft_steps > 0 else []
+    next_role = next((r for r in sft_roles if r not in state["sft_done"]), None)  # the role a resume goes on with
+    step = state["step"]
+    evals_done = (1 + (step // args.eval_every if args.eval_every > 0 else 0)) if step else 0
     stages = [("load", 1, g(COSTS["load"]))]
-    stages += [(f"sft {r}", args.sft_steps, g(COSTS.get(f"sft {r}", COSTS["sft coder"]) * args.sft_batch / 8))
-               for r in (roles.sft_roles(args.roles) if args.sft_steps > 0 else [])]
+    stages += [(f"sft {r}", args.sft_steps, g(COSTS.get(f"sft {r}", COSTS["sft coder"]) * args.sft_batch / 8),
+                args.sft_steps if r in state["sft_done"] else state.get("sft_step", 0) if r == next_role else 0)
+               for r in sft_roles]
     stages += [("eval", evaluations(args.steps, args.eval_every) * eval_problems,
-                g(COSTS["eval"] * args.max_code_tokens / 128))]
-    stages += [("grpo", args.steps, g(COSTS["grpo"] * tokens / (2 * (2 * 48 + 2 * 4 * 128))))]
+                g(COSTS["eval"] * args.max_code_tokens / 128), evals_done * eval_problems)]
+    stages += [("grpo", args.steps, g(COSTS["grpo"] * tokens / (2 * (2 * 48 + 2 * 4 * 128))), step)]
     global RUN
     budget = getattr(args, "time_budget", None)
-    RUN = Run(stages, show, {"grpo": 60 * budget} if budget else None)  # --time-budget: minutes of GRPO steps
+    RUN = Run(stages, show, {"grpo": max(0.0, 60 * budget - state.get("grpo_s", 0.0))} if budget else None)  # minutes
     if show:
         print(RUN.plan_line(), flush=True)
     return RUN

@@ -3,11 +3,11 @@
     python report.py runs/compare-<time>/results.json [runs/core runs/coder ...]   # re-render
 
 Table: one row per system; per dataset, for every k: pass@k (points) with a significance mark and its 95 %
-interval (stats.py: percentile bootstrap over problems, stats.RESAMPLES resamples, seed stats.SEED),
+interval (stats.py: percentile bootstrap over problems, stats.RESAMPLES resamples, seed stats.SEED), first;
 then EffiBench's efficiency figures (efficiency.py: ET ms, NET, MU MiB, NMU, % of passing programs
 with NET > 2) over the problems that EVERY system in the table solves (at least one passing sample)
 and whose reference solution passed: a system that solves more, harder problems would otherwise
-look slower.
+look slower; in a table of their own below when fewer than EFF_MIN problems count.
 Marks: each trained system is tested, paired on the same problems, against the base model in its own
 mode (dagger), when it is in the table, the run it started from (its --init; double dagger), and the
 runs listed before it that started from the same --init (section sign; e.g. collaborative vs single-agent):
@@ -52,24 +52,32 @@ def significance(results: dict) -> dict:
     return out
 
 
+EFF_MIN = 10  # fewer problems solved by every system: efficiency gets a table of its own (our choice)
+
+
 def markdown(results: dict) -> str:
-    """The table (module docstring), then the paired tests, verdicts, tokens and generation times."""
+    """The table (module docstring): pass@k with its interval first, for every set; then EffiBench's columns in
+    the same table when every set has at least EFF_MIN problems all systems solve, else in a table of their own
+    below it (a mean over a handful of problems is no headline); then the token budgets, the paired tests,
+    verdicts, tokens and generation times."""
     ks, datasets = results["ks"], list(results["results"])
-    head, eff, common = ["system", "mode"], {}, {}
+    head, eff_head, eff, common = ["system", "mode"], [], {}, {}
     for d in datasets:
         eff[d], common[d] = efficiency.summary(results["results"][d])
         for k in ks:
             head += [f"{d} pass@{k}", f"{d} pass@{k} 95% CI"]
-        head += [f"{d} {title}" for _, title, _, _ in EFF_COLS]
+        eff_head += [f"{d} {title}" for _, title, _, _ in EFF_COLS]
+    apart = min(common.values(), default=0) < EFF_MIN
     tests = significance(results)
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows_of, eff_rows = [], []
     for s in results["systems"]:
-        cells = [s["name"], s["mode"]]
+        cells, eff_cells = [s["name"], s["mode"]], [s["name"], s["mode"]]
         for d in datasets:
             rows = results["results"][d]
             row = rows.get(s["name"])
             if row is None:  # not computed (eval --cached-only: not in the cache yet)
-                cells += ["not run", ""] * len(ks) + ["–"] * len(EFF_COLS)
+                cells += ["not run", ""] * len(ks)
+                eff_cells += ["–"] * len(EFF_COLS)
                 continue
             for k in ks:
                 lo, hi = stats.bootstrap_ci(stats.problem_scores(row["problems"], k))
@@ -79,9 +87,19 @@ def markdown(results: dict) -> str:
                 cells += [f"{100 * row[f'pass@{k}']:.1f}{mark}", f"[{100 * lo:.1f}, {100 * hi:.1f}]"]
             for key, _, fmt, scale in EFF_COLS:
                 v = eff[d][s["name"]][key]
-                cells.append("–" if v is None else fmt.format(scale * v))
-        lines.append("| " + " | ".join(cells) + " |")
+                eff_cells.append("–" if v is None else fmt.format(scale * v))
+        rows_of.append(cells + ([] if apart else eff_cells[2:]))
+        eff_rows.append(eff_cells)
+    table = lambda h, rs: ["| " + " | ".join(h) + " |", "|" + "---|" * len(h)] + [  # noqa: E731
+        "| " + " | ".join(c) + " |" for c in rs]
+    lines = table(head + ([] if apart else eff_head), rows_of)
     notes = ", ".join(f"{d}: {common[d]}" for d in datasets)
+    if apart:
+        lines += [f"\nEfficiency over the problems every system solves ({notes}: fewer than {EFF_MIN}, so apart and "
+                  "read with care):\n"] + table(["system", "mode"] + eff_head, eff_rows)
+    if results.get("max_code_tokens"):
+        lines.append(f"\nToken budgets: {results['max_code_tokens']} per program, {results['max_plan_tokens']} per plan "
+                     "(eval.py's --max-code-tokens / --max-plan-tokens; train.py samples 128 / 48 by default).")
     lines.append(f"\nn={results['n']}, temperature={results['temperature']}. 95 % CI: percentile bootstrap over "
                  f"problems ({stats.RESAMPLES:,} resamples, seed {stats.SEED}). {MARKS[0]} / {MARKS[1]}: paired "
                  f"test against the base model in the same mode / the run it started from, {SIBLING}: against an earlier "

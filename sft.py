@@ -71,8 +71,10 @@ def micro_batches(tok, chats: list, targets: list, size: int, device, max_positi
     return [rollout.from_texts(tok, [chats[i] for i in g], [targets[i] for i in g], device) for g in groups]
 
 
-def train(policy, tok, problems, role, args, optimizer, log=None):
-    """--sft-steps steps of cold-start SFT of one role; each step's loss goes to `log` (JSONL).
+def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0, stop=None) -> int:
+    """--sft-steps steps of cold-start SFT of one role; each step's loss goes to `log` (JSONL). Returns the
+    steps of the role done so far: --sft-steps, or fewer when `stop()` (asked after each step: a Ctrl-C,
+    interrupt.Stop) said to stop there; `start`: the steps a checkpoint had done (a resume goes on after them).
 
     Planner: problem -> reference plan. Coder: problem + reference plan -> reference solution
     (single agent, --roles coder: problem -> solution). Debugger: problem + plan + a failing mutant and
@@ -92,9 +94,11 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
     device = next(policy.parameters()).device
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
-    bf16 = cpu_linear.use_bf16(getattr(args, "sft_products", "float32"))  # --sft-products
+    bf16, start_at = cpu_linear.use_bf16(getattr(args, "sft_products", "float32")), start  # --sft-products
     with cpu_linear.bf16_products(policy, on=bf16):  # the frozen base's products in bf16, or as they are
-        for i in progress.bar(range(args.sft_steps), f"sft {role}"):  # its seconds go into the run's ETA
+        for i in progress.bar(range(start, args.sft_steps), f"sft {role}", total=args.sft_steps, initial=start):
+            if stop is not None and i > start_at and stop():  # a safe point, i steps done: the caller saves here
+                break
             t = time.perf_counter()
             chats, targets = map(list, zip(*random.sample(pool, min(args.sft_batch, len(pool)))))
             parts = micro_batches(tok, chats, targets, args.micro_batch, device)  # Rollouts of <= --micro-batch pairs
@@ -114,9 +118,11 @@ def train(policy, tok, problems, role, args, optimizer, log=None):
                                       "products": "bfloat16" if bf16 else "float32",
                                       "time_step_s": time.perf_counter() - t,
                                       "peak_rss_gib": progress.peak_rss_gib()}) + "\n")
+            start = i + 1
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
         g["lr"] = args.lr
     cpu_linear.release_memory()
+    return start
 
 
 def step_tokens(parts: list) -> dict:

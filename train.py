@@ -5,7 +5,7 @@
     python train.py --roles coder                     # single-agent GRPO baseline (no Planner)
     python train.py --roles retriever,planner,coder,debugger   # MapCoder's chain (roles.CHAINS)
     python train.py --grpo-steps 0                    # cold-start SFT only
-    python train.py --resume runs/<time>              # go on after a crash, nothing lost
+    python train.py --resume runs/<time>              # go on from the latest checkpoint (a crash, a Ctrl-C)
     torchrun --nproc_per_node 2 train.py ...          # data parallel over 2 GPUs
 
 0. optional cold-start SFT (--sft-steps) of each role on our reference plans / solutions (sft.py).
@@ -16,8 +16,10 @@ the codes of its plan, Planner against the other plans) -> one gradient step on 
 Coder; the same tree builder and credit rule serve every chain (docs/roles.md).
 Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step / evaluation),
 samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), adapters/<role>/
-(peft), curves.png. --eval-data: greedy held-out pass@1 while training (progress.py); torchrun:
-data parallel (distributed.py); --profile prints the seconds of each phase of a step.
+(peft), curves.png. Ctrl-C or SIGTERM: the step in progress (SFT or GRPO) finishes, a checkpoint is saved
+there, one line gives the command that resumes, status 130 / 143 (interrupt.py); a second Ctrl-C stops at
+once, keeping the last checkpoint (every --save-every GRPO steps, after each role's SFT). --eval-data: greedy
+held-out pass@1 while training (progress.py); torchrun: data parallel (distributed.py); --profile prints the seconds of each phase of a step.
 """
 import random
 import sys
@@ -34,6 +36,7 @@ import checkpoint
 import codedpo
 import data
 import distributed
+import interrupt
 import models
 import ppo
 import progress
@@ -204,6 +207,7 @@ class Run:
     corpus: object = None  # retriever.Corpus for --retrieval corpus
     finished: bool = False  # --resume of a run that had reached its last step: nothing to do
     t_start: float = field(default_factory=time.perf_counter)
+    stop: interrupt.Stop | None = None  # Ctrl-C / SIGTERM: set, the run stops at its next safe point (stopping)
 
     @property
     def main_rank(self) -> bool:
@@ -218,7 +222,7 @@ def main(argv=None) -> Path:
         distributed.cleanup()
         return run.dir
     load_policy(run)
-    with open_log(run) as log:
+    with open_log(run) as log, interrupt.Stop("stopping after this step to save a checkpoint") as run.stop:
         sft_stage(run, log)
         if run.args.schedule == "sequential":  # the authors' release: the Planner, then the Coder on fixed plans
             sequential.run(run, log, grpo_stage)
@@ -249,7 +253,8 @@ def setup(args) -> Run:
     run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
     held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
     run.eval_problems = checkers.use(held_out, args.checker)
-    progress.start(sequential.final_args(args), device, len(run.eval_problems), show=run.main_rank)  # what will run, and for how long
+    progress.start(sequential.final_args(args), device, len(run.eval_problems), show=run.main_rank,  # what will run
+                   state=checkpoint.state_of(run.ckpt) if run.ckpt else None)  # (is left), and how long
     try:
         run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates
                                         memory_mb=args.sandbox_memory)
@@ -315,21 +320,45 @@ def save(run: Run, name: str) -> None:
 
 def sft_stage(run: Run, log: trackers.RunLog) -> None:
     """0. Cold-start SFT (--sft-steps) of each role on our reference plans / solutions (sft.py), one
-    checkpoint after each role (a resume skips the roles done)."""
+    checkpoint after each role (a resume skips the roles done); a Ctrl-C saves one after the SFT step in
+    progress (sft-<roles done>-<steps>: a resume goes on from that step)."""
     if run.args.sft_steps <= 0:
         return
     for role in roles.sft_roles(run.args.roles):
         if role in run.state["sft_done"]:
             continue
         try:
-            sft.train(run.policy, run.tok, run.problems, role, run.args, run.optimizer,
-                      log.metrics if run.main_rank else None)
+            done = sft.train(run.policy, run.tok, run.problems, role, run.args, run.optimizer,
+                             log.metrics if run.main_rank else None, start=run.state.get("sft_step", 0),
+                             stop=lambda: stopping(run))
         except ValueError as e:
             raise TrainingError(str(e)) from None
         log.metrics.flush()
-        run.state["sft_done"].append(role)
         distributed.broadcast_params(run.lora)  # torchrun: SFT ran on every rank (the same batches)
+        if done < run.args.sft_steps:  # stopped at a safe point within the role
+            run.state["sft_step"] = done
+            stop_here(run, f"sft-{len(run.state['sft_done'])}-{done:06d}", f"{role} SFT step {done}")
+        run.state["sft_done"].append(role)
+        run.state["sft_step"] = 0
         save(run, f"sft-{len(run.state['sft_done'])}")
+        if stopping(run):
+            stop_here(run, None, f"{role} SFT")
+
+
+def stopping(run: Run) -> bool:
+    """True when a Ctrl-C / SIGTERM reached any process of the run (a collective under torchrun: every rank
+    stops at the same safe point)."""
+    return any(distributed.gather(run.stop is not None and run.stop.requested))
+
+
+def stop_here(run: Run, name: str | None, where: str) -> None:
+    """A safe point after a signal: checkpoint `name` (None: the one just saved), then interrupt.Interrupted
+    with the line that says what is kept and the command that resumes."""
+    if name:
+        save(run, name)
+    signum = max(s or 0 for s in distributed.gather(run.stop.signum))  # the signal some rank got
+    raise interrupt.Interrupted(signum, f"checkpoint after {where} saved in {run.dir / 'checkpoints'}",
+                                f"python train.py --resume {run.dir}")
 
 
 def grpo_stage(run: Run, log: trackers.RunLog) -> None:
@@ -355,8 +384,11 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
         health.check(run, step, m, samples)
         last = step == args.steps or checkpoint.budget_spent(args, state)
         evaluate(run, log, step, last)
-        if last or (args.save_every > 0 and step % args.save_every == 0):
+        saved = last or (args.save_every > 0 and step % args.save_every == 0)
+        if saved:
             save(run, f"step-{step:06d}")
+        if not last and stopping(run):  # a Ctrl-C during the step: it finished; saved here, the run stops
+            stop_here(run, None if saved else f"step-{step:06d}", f"GRPO step {step}")
         if last:
             if run.main_rank and step < args.steps:
                 tqdm.write(f"--time-budget {args.time_budget:g} min spent after step {step}: stopping")
@@ -402,8 +434,12 @@ def cli():
     except (models.ModelError, data.DataError, TrainingError, checkpoint.CheckpointError, trackers.TrackerError,
             sequential.PlanError) as e:
         sys.exit(f"error: {e}")
-    except KeyboardInterrupt:
-        sys.exit("interrupted")
+    except interrupt.Interrupted as e:  # stopped at a safe point: what is kept, the command that goes on
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(e.status)
+    except KeyboardInterrupt:  # before the first step (loading): nothing to keep yet
+        print("\ninterrupted before the first training step: nothing new to keep", file=sys.stderr)
+        sys.exit(130)  # 128 + SIGINT, as interrupt.status
 
 
 if __name__ == "__main__":

@@ -194,3 +194,61 @@ def test_a_fresh_start_never_erases_a_run(tmp_path, capsys):
             "--overwrite to start it over (erasing it), or another --out\n")
         assert flags.get_args(["--out", str(d), "--overwrite"]).overwrite is True
     assert (logged / "metrics.jsonl").read_text() == '{"phase": "grpo", "step": 1}\n'  # untouched
+
+
+def test_names_a_user_mistypes_get_one_line_that_points_the_right_way(tmp_path, capsys):
+    """`eval.py --dataset humaneva`: the valid names and the closest one, one line, status 1; a missing local
+    file behind mbpp: says it is missing (not that a hub dataset needs `pip install datasets`); a mistyped flag
+    of train.py or eval.py: one line with the closest flag (not argparse's whole usage), status 2.
+    Catches: 'humaneva: no such file', the hub hint for a wrong path, a 45-line usage block."""
+    import data
+    import eval as evaluation
+    import flags
+
+    p = run("eval.py", "--dataset", "humaneva", "--out", str(tmp_path))
+    assert p.returncode == 1 and p.stderr == (
+        "error: unknown dataset 'humaneva' (did you mean humaneval?): use train, val, io_train, io_val, humaneval, "
+        "a .jsonl file, or mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces: followed by a file or "
+        "hub id\n"), p.stderr
+    with pytest.raises(data.DataError) as e:
+        data.load("mbpp:/nonexistent.jsonl")
+    assert str(e.value) == "/nonexistent.jsonl: no such file"
+    with pytest.raises(data.DataError) as e:
+        data.load("nosuchset")
+    assert str(e.value).startswith("unknown dataset 'nosuchset': use train, val, ")
+    for parse, argv, want in [(flags.get_args, ["--sft-step", "3"], "error: unknown flag --sft-step (did you mean "
+                                                 "--sft-steps?); every flag: python train.py --help\n"),
+                              (evaluation.get_args, ["--datset", "val"], "error: unknown flag --datset (did you mean "
+                                                     "--dataset?); every flag: python eval.py --help\n")]:
+        with pytest.raises(SystemExit) as e:
+            parse(argv)
+        assert e.value.code == 2 and capsys.readouterr().err == want
+
+
+def test_a_run_folder_knows_its_model(tmp_path):
+    """eval.py --adapters RUN and train.py --init RUN take the run's base model from its config.json (a GPU run
+    on Qwen2.5-Coder-1.5B needs no --model again), and its dtype when evaluated on its kind of device; --model
+    naming another base is one line (ModelError), as is a --compare of runs on two bases. Catches: adapters
+    of a 1.5B run loaded onto the embedded 135M base (eval.py's default), a silent wrong base."""
+    import eval as evaluation
+    import flags
+
+    gpu, cpu = tmp_path / "gpu", tmp_path / "cpu"
+    for d, model, device, dtype in ((gpu, "Qwen2.5-Coder-1.5B", "cuda", "bfloat16"), (cpu, models.EMBEDDED, "cpu", "float32")):
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"model": model, "device": device, "dtype": dtype, "roles": ["planner", "coder"]}))
+    args = evaluation.get_args(["--adapters", str(gpu), "--no-cache"])
+    assert args.model == "Qwen2.5-Coder-1.5B"
+    assert evaluation.run_dtype(args, "cuda") == "bfloat16" and evaluation.run_dtype(args, "cpu") == "auto"
+    assert evaluation.get_args(["--adapters", str(gpu), "--model", "Qwen/Qwen2.5-Coder-1.5B-Instruct"]).model == \
+        "Qwen/Qwen2.5-Coder-1.5B-Instruct"  # the same base by its hub id
+    assert flags.get_args(["--init", str(gpu)]).model == "Qwen2.5-Coder-1.5B" and flags.get_args([]).model == models.EMBEDDED
+    with pytest.raises(models.ModelError) as e:
+        evaluation.get_args(["--adapters", str(gpu), "--model", models.EMBEDDED])
+    assert str(e.value) == (f"--model {models.EMBEDDED}: {gpu} was trained on Qwen2.5-Coder-1.5B (its config.json), and "
+                            "its adapters fit only that base: leave out --model")
+    with pytest.raises(models.ModelError, match=r"^--compare: the runs have different base models \("):
+        evaluation.get_args(["--compare", f"a={gpu}", f"b={cpu}"])
+    p = run("train.py", "--init", str(gpu), "--model", models.EMBEDDED, "--out", str(tmp_path / "x"))
+    assert p.returncode == 1 and p.stderr == (f"error: --model {models.EMBEDDED}: {gpu} was trained on Qwen2.5-Coder-1.5B "
+                                              "(its config.json), and its adapters fit only that base: leave out --model\n")

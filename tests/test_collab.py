@@ -114,3 +114,31 @@ def test_eval_harness_counts_every_call_on_the_tiny_model(tiny_policy, tokenizer
     assert stats["calls_per_problem"] == 11 and stats["fallback_rate"] == 1.0
     assert costs == [(11, None), (11, None)] and 0 < stats["tokens_per_problem"] <= 11 * 8  # budgets: 4, scoring 8
     assert stats["decisions"] == 4 and stats["plan_updates"] == 0
+
+
+def test_a_stored_batch_is_read_back_not_run_again(tiny_policy, tokenizer, tmp_path):
+    """collab on 2 problems, one a batch, with eval's store (cache.Batches): the first problem alone first
+    (11 calls, stored), then both: only the second problem's 11 calls are made, and programs, stats and costs
+    equal a run on both without a store. Catches: collab left out of the batch store (a Ctrl-C in 2 hours of
+    CollabCoder lost them all), a stored batch whose counts are not added back."""
+    import cache
+
+    args = Namespace(n=1, batch_size=1, collab_rounds=2, collab_tokens=4, max_plan_tokens=4, max_code_tokens=4,
+                     temperature=0.0, workers=2, sandbox_timeout=2.0, model="tiny")
+    problems = [prob("add", "+"), prob("sub", "-")]
+    calls = []
+
+    def counting(*a, **k):
+        calls.append(1)
+        return evaluation.sample_as(tiny_policy, tokenizer, None, *a, **k)
+
+    store = cache.Batches(tmp_path, "base collab", "p", args, "collab", "")
+    collab.programs(counting, problems[:1], args, [], store)
+    assert len(calls) == 11
+    calls.clear()
+    costs = []
+    got = collab.programs(counting, problems, args, costs, store)
+    assert len(calls) == 11
+    want_costs = []
+    want = collab.programs(counting, problems, args, want_costs)
+    assert got == want and costs == want_costs == [(11, None), (11, None)]

@@ -160,11 +160,15 @@ def test_table_marks_significance_and_intervals():
                            {"name": "core", "mode": "plan", "against": ["base plan"]},
                            {"name": "coder", "mode": "direct", "against": ["base direct"]}]}
     lines = report.markdown(results).splitlines()
-    assert lines[0] == ("| system | mode | val pass@1 | val pass@1 95% CI | val ET ms* | val NET* | val MU MiB* | "
-                        "val NMU* | val NET>2 %* |")
-    assert lines[3] == "| base plan | plan | 20.0 | [0.0, 50.0] | 8.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
-    assert lines[4] == "| core | plan | 80.0† | [50.0, 100.0] | 24.00 | 3.00 | 2.00 | 1.00 | 100.0 |"
+    assert lines[0] == "| system | mode | val pass@1 | val pass@1 95% CI |"  # pass@1 first; 1 common problem: apart
+    assert lines[3] == "| base plan | plan | 20.0 | [0.0, 50.0] |"
+    assert lines[4] == "| core | plan | 80.0† | [50.0, 100.0] |"
     assert lines[5].startswith("| coder | direct | 50.0 | [")
+    eff = lines.index("| system | mode | val ET ms* | val NET* | val MU MiB* | val NMU* | val NET>2 %* |")
+    assert lines[eff - 2] == ("Efficiency over the problems every system solves (val: 1: fewer than 10, so apart and "
+                              "read with care):")
+    assert lines[eff + 3] == "| base plan | plan | 4.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
+    assert lines[eff + 4] == "| core | plan | 12.00 | 3.00 | 2.00 | 1.00 | 100.0 |"
     text = "\n".join(lines)
     assert "- val pass@1 · core vs base plan: +60.0 (McNemar exact, only A 0, only B 6); p = 0.0312 (significant)" in text
     assert "- val pass@1 · coder vs base direct: +20.0 (McNemar exact, only A 1, only B 3); p = 0.625\n" in text + "\n"
@@ -197,7 +201,7 @@ def test_old_results_without_per_test_timing_still_render():
            "problems": [old]}
     results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": {"A": row}},
                "systems": [{"name": "A", "mode": "direct"}]}
-    assert report.markdown(results).splitlines()[2] == "| A | direct | 100.0 | [100.0, 100.0] | – | – | – | – | – |"
+    assert report.markdown(results).splitlines()[2] == "| A | direct | 100.0 | [100.0, 100.0] |"
 
 
 def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path):
@@ -247,5 +251,97 @@ def test_a_system_not_computed_renders_as_not_run():
     results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": {"A": row}},
                "systems": [{"name": "A", "mode": "direct"}, {"name": "B", "mode": "plan", "against": ["A"]}]}
     lines = report.markdown(results).splitlines()
-    assert lines[2] == "| A | direct | 50.0 | [0.0, 100.0] | – | – | – | – | – |"
-    assert lines[3] == "| B | plan | not run |  | – | – | – | – | – |"
+    assert lines[2] == "| A | direct | 50.0 | [0.0, 100.0] |"
+    assert lines[3] == "| B | plan | not run |  |"
+    assert "| B | plan | – | – | – | – | – |" in lines  # its efficiency row, in the table apart
+
+
+def test_efficiency_joins_the_table_once_ten_problems_count_and_the_budgets_are_stated():
+    """12 problems all solved by both systems (>= report.EFF_MIN = 10): the efficiency columns follow pass@1 and
+    its interval in the one table; the token budgets eval.py used are stated under it. Catches: efficiency
+    before pass@1, a second table when the figures rest on enough problems, budgets left unsaid (eval.py
+    gives a program 256 tokens, training 128)."""
+    import report
+
+    rows = {"A": _system(set(range(12)), n=12), "B": _system(set(range(12)), n=12, slow={0})}
+    results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": rows}, "max_code_tokens": 256,
+               "max_plan_tokens": 48, "systems": [{"name": "A", "mode": "direct"}, {"name": "B", "mode": "plan"}]}
+    text = report.markdown(results)
+    lines = text.splitlines()
+    assert lines[0] == ("| system | mode | val pass@1 | val pass@1 95% CI | val ET ms* | val NET* | val MU MiB* | "
+                        "val NMU* | val NET>2 %* |")
+    assert lines[2] == "| A | direct | 100.0 | [100.0, 100.0] | 4.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
+    assert lines[3] == "| B | plan | 100.0 | [100.0, 100.0] | 4.67 | 1.17 | 2.00 | 1.00 | 8.3 |"  # 1 of 12 at 12 ms
+    assert "Efficiency over" not in text and sum(x.startswith("| system |") for x in lines) == 1
+    assert ("\nToken budgets: 256 per program, 48 per plan (eval.py's --max-code-tokens / --max-plan-tokens; "
+            "train.py samples 128 / 48 by default).") in text
+
+
+def test_ctrl_c_keeps_the_finished_batches_and_the_same_command_goes_on(tmp_path):
+    """eval.py on 3 val problems, one a batch (tests/tiny_eval.py: the tiny Qwen2, a fixed fake sandbox): SIGINT
+    right after the first batch is stored -> status 130, stderr's last line says what is kept and how to go on,
+    no traceback; the same command again makes 2 model calls (not 3: the stored batch is read back) and prints
+    the table of an uninterrupted run (its own store). Catches: the default store off (3 calls again), a
+    KeyboardInterrupt traceback, a stored batch that does not resume (a changed key), a different table."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import eval as evaluation
+    from conftest import ROOT
+
+    def tiny(out, signal=None):
+        env = {**os.environ, "TINY_CALLS": str(tmp_path / "calls")}
+        env.pop("TINY_SIGNAL", None)
+        if signal:
+            env["TINY_SIGNAL"] = signal
+        p = subprocess.run([sys.executable, "tests/tiny_eval.py", "--dataset", "val", "--limit", "3", "--batch-size",
+                            "1", "--max-code-tokens", "6", "--out", str(out)], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=300)
+        return p, int((tmp_path / "calls").read_text())
+
+    def table(p):
+        return [x for x in p.stdout.splitlines() if x.startswith("| ")]
+
+    ref, calls = tiny(tmp_path / "ref" / "e.json")  # its own folder: its own store
+    assert ref.returncode == 0 and calls == 3, ref.stderr[-2000:]
+    p, calls = tiny(tmp_path / "run" / "e.json", signal="1:INT")
+    store = evaluation.default_cache(evaluation.get_args(["--dataset", "val", "--limit", "3", "--batch-size", "1",
+                                                          "--max-code-tokens", "6", "--out", str(tmp_path / "run" / "e.json")]))
+    assert p.returncode == 130 and calls == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.splitlines()[-1] == (f"interrupted: every finished batch is kept in {store}; run the same "
+                                         "command again to go on from there")
+    assert store.parent == tmp_path / "run" / "eval-cache" and not (tmp_path / "run" / "e.json").exists()
+    p, calls = tiny(tmp_path / "run" / "e.json")
+    assert p.returncode == 0 and calls == 2, p.stderr[-2000:]
+    assert table(p) == table(ref) and len(table(p)) == 4  # head, base direct; efficiency apart: head, base direct
+    got, want = (json.loads((tmp_path / f).read_text())["results"]["val"]["base direct"] for f in ("run/e.json", "ref/e.json"))
+    assert got["problems"] == want["problems"] and got["pass@1"] == want["pass@1"]
+
+
+def test_cost_before_work_names_each_system_and_warns_of_hours():
+    """eval.py's first line: val's 53 problems, base direct at 2.6 s a problem (eval.COSTS) = 137.8 s -> 2:17,
+    with --max-code-tokens 128 half that (1:08); collab at 158 s a problem: 8,374 s -> 2:19:34, announced as
+    hours with --sample 7 (7 x 158 = 1,106 s -> 18:26, the most problems within 20 minutes); a stored result
+    costs nothing; another model gets no guess. Catches: a start with no word of its cost (2 hours of collab
+    with no warning), a guess that ignores the token budget or the model."""
+    import eval as evaluation
+
+    val = list(range(53))  # subset() needs only the count
+    args = evaluation.get_args(["--dataset", "val", "--no-cache"])
+    assert evaluation.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu") == [
+        "will run: base direct on val (53 problems, ~2:17); about 2:17 on a 2-core CPU (eval.COSTS)"]
+    args = evaluation.get_args(["--dataset", "val", "--no-cache", "--max-code-tokens", "128"])
+    assert "(53 problems, ~1:08)" in evaluation.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu")[0]
+    args = evaluation.get_args(["--dataset", "val", "--modes", "collab", "--no-cache"])
+    systems = [("base direct", None, "direct"), ("base collab", None, "collab")]
+    assert evaluation.cost_lines({"val": val}, systems, args, "cpu", lambda s, m, n: m == "direct") == [
+        "will run: base direct on val: stored, base collab on val (53 problems, ~2:19:34); about 2:19:34 on a 2-core "
+        "CPU (eval.COSTS)",
+        "note: base collab on val takes hours here (~2:19:34, 158 s a problem); --sample 7 gives a first look in "
+        "about 18:26"]
+    args = evaluation.get_args(["--dataset", "val", "--model", "Qwen2.5-Coder-1.5B", "--no-cache"])
+    assert evaluation.cost_lines({"val": val}, systems[:1], args, "cuda") == [
+        "will run: base direct on val (53 problems); no time guess for this model, device or mode: the bars' ETA "
+        "gives one after the first batch"]

@@ -62,6 +62,21 @@ def test_plan_line_of_make_train():
     assert progress.start(train.get_args(["--model", "Qwen2.5-Coder-1.5B"]), "cuda", 0, show=False).eta_s() is None
 
 
+def test_a_resumed_run_guesses_only_what_is_left():
+    """`--resume` of a `make train` run stopped after GRPO step 3 (both SFTs done), evaluated on 2 problems
+    every 2 steps: left are load, evaluations at steps 4, 6, 8 (0 and 2 done) x 2 problems and 5 GRPO steps:
+    5 + 3 x 2 x 10 + 5 x 20.4 = 167 s, the line naming only those; stopped after the Coder's SFT step 4:
+    6 Coder SFT steps + 8 GRPO steps + 5 evaluations (0, 2, 4, 6, 8) x 2 problems. Catches: the full run's 5:00 again."""
+    c = progress.COSTS
+    args = train.get_args(["--eval-every", "2"])
+    state = {"step": 3, "sft_done": ["planner", "coder"], "sft_step": 0}
+    run = progress.start(args, "cpu", 2, show=False, state=state)
+    assert run.eta_s() == pytest.approx(c["load"] + 3 * 2 * c["eval"] + 5 * c["grpo"])
+    assert run.plan_line().startswith("will run: load ~0:05, eval 6 problems ~1:00, grpo 5 steps ~1:42; about 2:47")
+    run = progress.start(args, "cpu", 2, show=False, state={"step": 0, "sft_done": ["planner"], "sft_step": 4})
+    assert run.eta_s() == pytest.approx(c["load"] + 6 * c["sft coder"] + 5 * 2 * c["eval"] + 8 * c["grpo"])
+
+
 def test_a_paused_bar_goes_on_in_a_new_one_that_counts_the_step(monkeypatch):
     """Evaluations inside steps 2 and 3 (progress.pause, as train.py evaluates after a step): the GRPO bar is
     closed while each runs, so the evaluation's bar is the only one open (position 0, not drawn inside the GRPO

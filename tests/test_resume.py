@@ -217,3 +217,69 @@ def test_budget_spent_and_finished_count_only_trained_roles(tmp_path):
     assert checkpoint.finished(args, tmp_path, ck)
     (ck / "state.json").write_text(json.dumps({**checkpoint.fresh_state(), "step": 2, "sft_done": ["planner", "coder"]}))
     assert not checkpoint.finished(args, tmp_path, ck)  # the Debugger's SFT is still to run
+
+
+SIGNAL_FLAGS = [*FLAGS[:FLAGS.index("--steps")], "--steps", "3", *FLAGS[FLAGS.index("--steps") + 2:]]  # 3 GRPO steps
+SIGNAL_FLAGS[SIGNAL_FLAGS.index("--save-every") + 1] = "10"  # no checkpoint on schedule before the end
+
+
+def adapters_equal(a, b) -> bool:
+    """Every LoRA weight of every role of adapter folders a and b bit for bit (torch.equal)."""
+    for role in ("planner", "coder"):
+        wa, wb = (load_file(d / role / "adapter_model.safetensors") for d in (a, b))
+        if wa.keys() != wb.keys() or not wa or not all(torch.equal(wa[k], wb[k]) for k in wa):
+            return False
+    return True
+
+
+def test_ctrl_c_saves_the_step_prints_the_resume_command_and_resumes_exactly(tmp_path):
+    """SIGINT right after the optimizer step of GRPO step 2 (of 3; --save-every 10: no checkpoint due): the
+    step finishes, checkpoint step-000002 is saved, stderr's last line is the command that resumes, status
+    130, no traceback; that command (through tests/tiny_train.py) resumes at step 3 and its adapters equal
+    the uninterrupted run's bit for bit. Then SIGTERM after the Coder's first SFT step (of 2): checkpoint
+    sft-1-000001, status 143, and the resume runs the Coder's second SFT step, not its first again nor the
+    Planner's. Catches: a Ctrl-C that loses the step (no checkpoint before step 10), a traceback, a resume
+    that redoes steps or SFT, a state that does not restore the SFT's position in its role."""
+    ref, run, sft = tmp_path / "ref", tmp_path / "run", tmp_path / "sft"
+    p = tiny(*SIGNAL_FLAGS, "--out", str(ref))
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = tiny(*SIGNAL_FLAGS, "--out", str(run), kill=("TINY_SIGNAL", "6:INT"))  # 2 x 2 SFT steps, then GRPO 1, 2
+    assert p.returncode == 130 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.stderr.splitlines()[-1] == (f"interrupted: checkpoint after GRPO step 2 saved in {run / 'checkpoints'}; "
+                                         f"to go on: python train.py --resume {run}")
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step-000002"
+    assert [m["step"] for m in lines(run) if m["phase"] == "grpo"] == [1, 2]
+    command = p.stderr.splitlines()[-1].split("to go on: python train.py ")[1].split()
+    p = tiny(*command)
+    assert p.returncode == 0 and f"resumed from {run / 'checkpoints' / 'step-000002'} (step 2)" in p.stdout, p.stderr
+    assert [m["step"] for m in lines(run) if m["phase"] == "grpo"] == [1, 2, 3]
+    assert adapters_equal(ref / "adapters", run / "adapters")
+
+    p = tiny(*SIGNAL_FLAGS, "--out", str(sft), kill=("TINY_SIGNAL", "3:TERM"))  # planner 1, 2, coder 1
+    assert p.returncode == 143 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.stderr.splitlines()[-1].startswith("interrupted: checkpoint after coder SFT step 1 saved in ")
+    assert (sft / "checkpoints" / "latest").read_text().strip() == "sft-1-000001"
+    p = tiny("--resume", str(sft))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert [(m.get("role"), m.get("sft_step")) for m in lines(sft) if m["phase"] == "sft"] == \
+        [("planner", 1), ("planner", 2), ("coder", 1), ("coder", 2)]
+    assert [untimed(m) for m in lines(sft)] == [untimed(m) for m in lines(ref)]
+    assert adapters_equal(ref / "adapters", sft / "adapters")
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """interrupt.Stop in a bare process (no model: a second): the first SIGINT only sets `requested` and says
+    so, the second ends the process at once with status 130 and one line (the work after it never runs).
+    Catches: a second Ctrl-C that waits for the step (a user stuck behind a 20-minute GPU step), a traceback."""
+    code = ("import os, signal, time, interrupt\n"
+            "with interrupt.Stop('stopping after this step') as stop:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    print('requested', stop.requested, flush=True)\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(30)\n"
+            "    print('not reached')\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130 and p.stdout == "requested True\n", (p.stdout, p.stderr)
+    assert [x for x in p.stderr.splitlines() if x] == [
+        "SIGINT: stopping after this step (press Ctrl-C again to stop at once)",
+        "stopped at once by a second SIGINT: the last checkpoint is kept"]

@@ -8,8 +8,11 @@ Environment: TINY_PATTERN  comma list of pass rates, repeated over each call's p
                            padded to one fixed width, so they do not depend on the batch either
              TINY_DUMP=F   after the run, torch.save this rank's LoRA weights and the gradient of every
                            optimizer step to F ({rank} in F: the rank)
+             TINY_SIGNAL=N:SIG  send signal SIG (INT, TERM) to this process right after its N-th optimizer
+                           step (SFT steps first, then one per GRPO step): a Ctrl-C in the middle of a step
 """
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -64,14 +67,18 @@ real_step = torch.optim.AdamW.step
 
 def recording_step(self, *a, **k):
     grads.append([None if p.grad is None else p.grad.detach().clone() for p in self.param_groups[0]["params"]])
-    return real_step(self, *a, **k)
+    out = real_step(self, *a, **k)
+    at, _, sig = os.environ.get("TINY_SIGNAL", "").partition(":")
+    if at and len(grads) == int(at):
+        os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
+    return out
 
 
 torch.optim.AdamW.step = recording_step
 policies = []
 real_add = models.add_role_adapters
 models.add_role_adapters = lambda *a, **k: policies.append(real_add(*a, **k)) or policies[-1]
-train.main(sys.argv[1:])
+train.cli()  # as `python train.py`: its one-line errors and exit statuses
 if os.environ.get("TINY_DUMP") and policies:
     torch.save({"weights": {n: p.detach().clone() for n, p in policies[0].named_parameters() if "lora_" in n},
                 "grads": grads},
