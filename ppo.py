@@ -150,9 +150,9 @@ def token_rewards(score: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.T
     """
     r = -beta * (logp_old - logp_ref) * mask  # [N, T]
     last = (mask.sum(1).long() - 1).clamp(min=0)  # [N] position of the last real token
-    has = mask.sum(1) > 0
-    r[torch.arange(len(r))[has], last[has]] += score[has].to(r)
-    return r
+    has = (mask.sum(1) > 0).to(r.dtype)  # [N] 1: the row has a real token
+    # every tensor on the inputs' device: no index made on the CPU (a CUDA mask cannot index a CPU tensor)
+    return r.scatter_add(1, last[:, None], (score.to(r) * has)[:, None])  # [N, T]
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
@@ -236,7 +236,7 @@ def score_all(policy, r, adapter: str, micro_batch: int) -> tuple[torch.Tensor, 
     out = []
     with torch.no_grad():
         for k in range(0, r.seqs.shape[0], micro_batch):
-            out.append(forward(policy, r, torch.arange(k, min(k + micro_batch, r.seqs.shape[0]))))
+            out.append(forward(policy, r, torch.arange(k, min(k + micro_batch, r.seqs.shape[0]), device=r.seqs.device)))
     policy.set_adapter("coder")  # the trained adapter trainable again (set_adapter moves requires_grad)
     return torch.cat([lp for lp, _ in out]), torch.cat([v for _, v in out])
 
@@ -301,7 +301,7 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
         loss, bad, stats = 0.0, False, []
         with clock("policy_forward_backward"):
             for k in range(0, len(rows), args.micro_batch):
-                idx = torch.tensor(rows[k:k + args.micro_batch], dtype=torch.long)
+                idx = torch.tensor(rows[k:k + args.micro_batch], dtype=torch.long, device=mask.device)
                 logp, v = forward(policy, r, idx)
                 l, m = ppo_loss(logp, logp_old[idx], adv[idx], v, v_old[idx], returns[idx], w[idx], wv[idx],
                                 args.epsilon, args.epsilon_high, args.vf_coef)
