@@ -23,7 +23,7 @@ def get_args(argv=None):
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
-      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on CUDA, float32 on CPU (models.choose_dtype)")
+      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on a CUDA card with bf16, else float32 (models.choose_dtype)")
     a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--time-budget", type=float, default=None, metavar="MIN",
