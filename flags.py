@@ -15,6 +15,13 @@ import trackers
 
 ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
 
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1 (else argparse's one-line error)."""
+    if not text.lstrip("-").isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got '{text}'")
+    return int(text)
+
+
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -93,6 +100,10 @@ def get_args(argv=None):
     a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
       help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
            "gradients as row by row); off under gradient checkpointing")
+    a("--prompts-per-chunk", type=positive, default=2,
+      help="shared-prompt loss pass: prompts whose graphs are held together (memory ~ this x their rows' tokens)")
+    a("--logprob-chunk", type=positive, default=1024,
+      help="loss pass: positions per piece of the LM head and log-softmax (chunked.py: memory ~ this x vocabulary)")
     a("--max-grad-norm", type=float, default=1.0, help="gradient clipping of the LoRA weights (global norm)")
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],

@@ -36,6 +36,7 @@ import time
 
 import torch
 
+import chunked
 import coder
 import distributed
 import grpo
@@ -222,12 +223,12 @@ def forward(policy, r: rollout.Rollout, rows: torch.Tensor) -> tuple[torch.Tenso
     """(log-probs [n, T], values [n, T]) of rows of r under the active adapter, in one forward: the logits
     at positions P-1 .. P+T-2 predict the completion tokens, and the same positions' last hidden states
     give V (the critic). Row by row, the prompt forwarded with each row (our choice: the shared-prompt
-    pass of update.py returns log-probs only)."""
+    pass of update.py returns log-probs only); the LM head in pieces of positions (chunked.py)."""
     seqs, attn, P = r.seqs[rows], r.attn[rows], r.prompt_len
     T = seqs.shape[1] - P
-    out = policy(input_ids=seqs, attention_mask=attn, logits_to_keep=T + 1, output_hidden_states=True, use_cache=False)
-    logp = grpo.token_logprobs(out.logits[:, :-1], seqs[:, P:])  # [n, T]
-    return logp, policy.critic(out.hidden_states[-1][:, P - 1:P - 1 + T])  # [n, T], [n, T]
+    h = chunked.last_hidden(policy, input_ids=seqs, attention_mask=attn, use_cache=False)[:, P - 1:P - 1 + T]  # [n, T, d]
+    logp = chunked.head_logprobs(policy.get_output_embeddings(), h, seqs[:, P:])  # [n, T]
+    return logp, policy.critic(h)  # [n, T], [n, T]
 
 
 def score_all(policy, r, adapter: str, micro_batch: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,6 +16,7 @@ import math
 
 import torch
 
+import chunked
 import distributed
 import grpo
 import roles
@@ -116,18 +117,18 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
 
 class RowByRow:
     """The plain forward: micro-batches of --micro-batch rows, each forwarded whole, prompt and completion
-    (rollout.logprobs). The interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
+    (rollout.logprobs, with the LM head in pieces of --logprob-chunk positions: chunked.logprobs). The interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
     logprobs(ids, reference) -> [n, T] (reference: the caller has turned the adapters off)."""
 
-    def __init__(self, policy, r: rollout.Rollout, micro_batch: int):
-        self.policy, self.r, self.micro_batch = policy, r, micro_batch
+    def __init__(self, policy, r: rollout.Rollout, micro_batch: int, logit_chunk: int = chunked.CHUNK):
+        self.policy, self.r, self.micro_batch, self.logit_chunk = policy, r, micro_batch, logit_chunk
 
     def micro_batches(self, rows: list):
         rows = list(rows)
         return [torch.tensor(rows[k:k + self.micro_batch]) for k in range(0, len(rows), self.micro_batch)]
 
     def logprobs(self, ids: torch.Tensor, reference: bool = False) -> torch.Tensor:
-        return rollout.logprobs(self.policy, self.r, ids)
+        return chunked.logprobs(self.policy, self.r, ids, self.logit_chunk)  # rollout.logprobs, the LM head in pieces
 
 
 def scorer(policy, r: rollout.Rollout, args, clock=None):
@@ -135,8 +136,8 @@ def scorer(policy, r: rollout.Rollout, args, clock=None):
     --shared-prompt, the default) or RowByRow (--no-shared-prompt, and always under gradient checkpointing,
     which drops the cache the shared pass needs). Both give the same values and gradients."""
     if args.shared_prompt and shared_prompt.usable(policy):
-        return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock)
-    return RowByRow(policy, r, args.micro_batch)
+        return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock, args.prompts_per_chunk, args.logprob_chunk)
+    return RowByRow(policy, r, args.micro_batch, args.logprob_chunk)
 
 
 def all_logprobs(policy, r: rollout.Rollout, args) -> torch.Tensor:
