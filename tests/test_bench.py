@@ -25,6 +25,9 @@ def test_gpu_memory_small_on_cpu():
               "--max-plan-tokens", "8", "--max-code-tokens", "8")
     assert "1 problems x 2 plans x 4 codes" in out  # train.py's default group sizes
     assert "tokens per plan 8, per code 8" in out  # every completion forced to its full budget
+    # the rewards have a spread (gpu_memory.spread_results), so both roles' rows reach the loss pass: 2 plans in
+    # micro-batches of 2 (train.py's --micro-batch) -> 1, 8 codes -> 4
+    assert "loss-pass micro-batches: planner 1, coder 4" in out
     table = out.split("GiB\n", 1)[1].splitlines()  # "<what>   <GiB>" rows after the header
     gib = {name: float(v) for name, v in (row.rsplit(maxsplit=1) for row in table)}
     weights, loaded = gib["weights (get_memory_footprint)"], gib["after load, RSS"]
