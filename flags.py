@@ -22,6 +22,12 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def default_workers() -> int:
+    """Sandbox processes per training process: all cores, shared by torchrun's ranks on this node (LOCAL_WORLD_SIZE):
+    each rank runs its own sandbox pool, so all cores on every rank would oversubscribe them LOCAL_WORLD_SIZE times."""
+    return max(1, (os.cpu_count() or 1) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+
+
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -108,7 +114,7 @@ def get_args(argv=None):
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
       help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
-    a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
+    a("--workers", type=int, default=default_workers(), help="parallel sandbox processes (default: the cores / ranks on this node)")
     a("--seed", type=int, default=0, help="seeds torch and the order of the problems")
     a("--out", default=None, help="run folder (default runs/<date-time>)")
     a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")

@@ -31,13 +31,14 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
 
     A non-finite loss or gradient norm skips that optimizer step: nothing non-finite may reach the
     optimizer (docs/algorithm.md#non-finite-values-reach-the-optimizer). Every role still runs, so that
-    under torchrun every rank reaches the same collectives. Returns (per-role metrics {<role>_kl,
-    <role>_clip_frac}, loss of the last iteration, gradient norm, skipped optimizer steps): plain numbers.
+    under torchrun every rank reaches the same collectives (a role with no rows on a rank joins them too).
+    Returns (per-role metrics {<role>_kl, <role>_clip_frac}, loss of the last iteration, gradient norm,
+    skipped optimizer steps): plain numbers.
     """
     active = [role for role in args.roles if role in credit]  # a debugger with no failing program: no rows
     work = {role: (rollouts.outputs[role][0], credit[role].adv, credit[role].valid, roles.max_tokens(args, role))
             for role in active}
-    olds = {}
+    olds, device = {}, next(policy.parameters()).device
     if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
         with clock("old_logprobs"):
             for role in active:
@@ -48,7 +49,11 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
         optimizer.zero_grad(set_to_none=True)
         loss, bad = 0.0, False
         try:
-            for role in active:
+            for role in args.roles:
+                if role not in work:  # no rows of this role on this rank (a Debugger with no failing program
+                    # here): it still joins the role's normaliser all-reduce, which the other ranks run
+                    distributed.normaliser_share(torch.zeros(0, 1, device=device), args.loss_type)
+                    continue
                 r, adv, valid, max_len = work[role]
                 try:
                     l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
