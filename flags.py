@@ -106,6 +106,8 @@ def get_args(argv=None):
     a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
       help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
            "gradients as row by row); off under gradient checkpointing")
+    a("--cuda-graph", action="store_true",
+      help="CUDA: capture the sampler's one-token step as a CUDA graph (fixed_decode.py; not yet run on a GPU)")
     a("--prompts-per-chunk", type=positive, default=2,
       help="shared-prompt loss pass: prompts whose graphs are held together (memory ~ this x their rows' tokens)")
     a("--logprob-chunk", type=positive, default=1024,

@@ -157,6 +157,24 @@ def force_lengths_on_decode(lengths, eos_id: int):
         state.update(rows=torch.arange(input_ids.shape[0] * n, device=input_ids.device), t=0)
         return real_decode(model, input_ids, attention_mask, n, *args, **kwargs)
     decode.next_tokens, decode.decode = next_tokens, decode_
+    try:  # the fixed-shape sampler (CUDA) of this tree: every row every step, so row i is row i
+        import fixed_decode
+    except ImportError:
+        return
+    real_fixed_next, real_fixed = fixed_decode.next_tokens, fixed_decode.decode_fixed
+
+    def fixed_next(logits, temperature, top_p):
+        L, t = torch.tensor(lengths, device=logits.device), state["t"]  # [N]
+        logits[t < L - 1, eos_id] = float("-inf")
+        logits[t == L - 1] = float("-inf")
+        logits[t == L - 1, eos_id] = 0.0
+        state["t"] = t + 1
+        return real_fixed_next(logits, temperature, top_p)
+
+    def fixed_(*args, **kwargs):
+        state["t"] = 0
+        return real_fixed(*args, **kwargs)
+    fixed_decode.next_tokens, fixed_decode.decode_fixed = fixed_next, fixed_
 
 
 def fix_lengths(policy, tok, lengths):
@@ -374,7 +392,7 @@ def print_table(lengths: str, results: dict, a) -> tuple[str | None, dict]:
     what = (f"every completion {budget} tokens" if lengths == "forced" else
             f"completions end with EOS after {', '.join(map(str, natural_lengths(a)))} tokens")
     print(f"\n{lengths} lengths ({what}); dtype {', '.join(sorted({d for r in rows.values() for d in r['dtypes']}))}")
-    peak = "peak GPU GiB" if a.device == "cuda" else "peak RSS GiB"
+    peak = "peak GPU GiB" if getattr(a, "device", "cpu") == "cuda" else "peak RSS GiB"
     print(f"{'system':10} {'median s':>8} {'min-max s':>13} {peak:>13} {'tokens/step':>12} {'gen tok/s':>10} "
           f"{'CPU s':>8}")
     for s, r in rows.items():
