@@ -15,8 +15,9 @@ next step, and each dropped row copied every layer's cache. Here (rollout.sample
               the rows' done flags; the stop rule (e.g. the Coder's closed fence) runs on the host then, and a
               row that matched in between is cut back to the first step it matched
 
-So a token step reads nothing from the device: one host sync per `check_every` steps. With graph=True on CUDA the one-token step is captured once
-as a CUDA graph (torch.cuda.graph) and replayed: one launch per step instead of one per kernel.
+So a token step reads nothing from the device: one host sync per `check_every` steps. With graph=True on
+CUDA the one-token step is captured once as a CUDA graph (torch.cuda.graph) and replayed: one launch per
+step instead of one per kernel.
 
 The sampling rule is decode.py's; the top-p nucleus is found among all V tokens at once (`next_tokens`).
 Same tokens as decode.py for the same seed (tests/test_fixed_decode.py): greedy always; sampled as long as no

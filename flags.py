@@ -36,7 +36,8 @@ def get_args(argv=None):
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
-      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on a CUDA card with bf16, else float32 (models.choose_dtype)")
+      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on a CUDA card with bf16, "
+           "else float32 (models.choose_dtype)")
     a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--time-budget", type=float, default=None, metavar="MIN",
@@ -116,7 +117,8 @@ def get_args(argv=None):
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
       help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
-    a("--workers", type=int, default=default_workers(), help="parallel sandbox processes (default: the cores / ranks on this node)")
+    a("--workers", type=int, default=default_workers(),
+      help="parallel sandbox processes (default: the cores / torchrun's ranks on this node)")
     a("--seed", type=int, default=0, help="seeds torch and the order of the problems")
     a("--out", default=None, help="run folder (default runs/<date-time>)")
     a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")

@@ -226,7 +226,8 @@ def forward(policy, r: rollout.Rollout, rows: torch.Tensor) -> tuple[torch.Tenso
     pass of update.py returns log-probs only); the LM head in pieces of positions (chunked.py)."""
     seqs, attn, P = r.seqs[rows], r.attn[rows], r.prompt_len
     T = seqs.shape[1] - P
-    h = chunked.last_hidden(policy, input_ids=seqs, attention_mask=attn, use_cache=False)[:, P - 1:P - 1 + T]  # [n, T, d]
+    h = chunked.last_hidden(policy, input_ids=seqs, attention_mask=attn, use_cache=False)
+    h = h[:, P - 1:P - 1 + T]  # [n, T, d] the states that predict the completion tokens
     logp = chunked.head_logprobs(policy.get_output_embeddings(), h, seqs[:, P:])  # [n, T]
     return logp, policy.critic(h)  # [n, T], [n, T]
 
@@ -237,7 +238,8 @@ def score_all(policy, r, adapter: str, micro_batch: int) -> tuple[torch.Tensor, 
     out = []
     with torch.no_grad():
         for k in range(0, r.seqs.shape[0], micro_batch):
-            out.append(forward(policy, r, torch.arange(k, min(k + micro_batch, r.seqs.shape[0]), device=r.seqs.device)))
+            rows = torch.arange(k, min(k + micro_batch, r.seqs.shape[0]), device=r.seqs.device)
+            out.append(forward(policy, r, rows))
     policy.set_adapter("coder")  # the trained adapter trainable again (set_adapter moves requires_grad)
     return torch.cat([lp for lp, _ in out]), torch.cat([v for _, v in out])
 

@@ -17,7 +17,8 @@ update however many micro-batches its rows fill: its pass is kept detached (`Pro
 micro-batch's backward leaves its gradient on the prompt's keys and values, and one backward through the
 prompt pass follows the last micro-batch of its rows (chain rule: dL/dtheta = sum over the reads of
 dL/dleaf * dleaf/dtheta, summed before one backward). Our choice: memory stays that of --micro-batch rows
-plus the graphs of one chunk's prompts (--prompts-per-chunk of them: fewer, less memory; more, fewer passes). Not under gradient checkpointing: transformers drops the cache inside the layers
+plus the graphs of one chunk's prompts (--prompts-per-chunk of them: fewer, less memory; more, fewer
+passes). Not under gradient checkpointing: transformers drops the cache inside the layers
 (`usable`), so update.py takes the row-by-row path there.
 """
 from contextlib import nullcontext
@@ -119,7 +120,8 @@ def prompt_pass(policy, r, prompts: torch.Tensor, detach: bool = False) -> Promp
     return pp
 
 
-def completion_logprobs(policy, r, ids: torch.Tensor, pp: PromptPass, logit_chunk: int = chunked.CHUNK) -> torch.Tensor:
+def completion_logprobs(policy, r, ids: torch.Tensor, pp: PromptPass,
+                        logit_chunk: int = chunked.CHUNK) -> torch.Tensor:
     """`rollout.logprobs(policy, r, ids)` [n, T] from a PromptPass that holds the prompts of all rows `ids` [n]:
     completion tokens 0..Tm-2 [n, Tm-1] forwarded on the rows' cached prompts (Tm: the last masked position
     of these rows + 1; log-probs after it are 0, outside every row's mask, so in no loss); the LM head in
@@ -134,8 +136,10 @@ def completion_logprobs(policy, r, ids: torch.Tensor, pp: PromptPass, logit_chun
         for layer, (k, v) in enumerate(pp.kv):
             cache.update(k[inverse], v[inverse], layer)  # [n, heads, P - s, d]: each row its own prompt
         positions = torch.arange(P, P + Tm - 1, device=r.seqs.device)[None]  # [1, Tm - 1]
-        rest = chunked.last_hidden(policy, input_ids=r.seqs[ids, P:P + Tm - 1], attention_mask=r.attn[ids, pp.s:P + Tm - 1],
-                                   position_ids=positions, cache=cache, use_cache=True)  # [n, Tm-1, d]
+        rest = chunked.last_hidden(policy, input_ids=r.seqs[ids, P:P + Tm - 1],
+                                   attention_mask=r.attn[ids, pp.s:P + Tm - 1], position_ids=positions,
+                                   cache=cache, use_cache=True)  # [n, Tm-1, d]
         hidden = torch.cat([hidden, rest], dim=1)  # [n, Tm, d]
-    lp = chunked.head_logprobs(policy.get_output_embeddings(), hidden, r.seqs[ids, P:P + Tm], logit_chunk)  # [n, Tm]
+    head = policy.get_output_embeddings()
+    lp = chunked.head_logprobs(head, hidden, r.seqs[ids, P:P + Tm], logit_chunk)  # [n, Tm]
     return torch.nn.functional.pad(lp, (0, T - Tm))  # [n, T]

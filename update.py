@@ -122,7 +122,8 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
 
 class RowByRow:
     """The plain forward: micro-batches of --micro-batch rows, each forwarded whole, prompt and completion
-    (rollout.logprobs, with the LM head in pieces of --logprob-chunk positions: chunked.logprobs). The interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
+    (rollout.logprobs, with the LM head in pieces of --logprob-chunk positions: chunked.logprobs). The
+    interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
     logprobs(ids, reference) -> [n, T] (reference: the caller has turned the adapters off)."""
 
     def __init__(self, policy, r: rollout.Rollout, micro_batch: int, logit_chunk: int = chunked.CHUNK):
@@ -141,7 +142,8 @@ def scorer(policy, r: rollout.Rollout, args, clock=None):
     --shared-prompt, the default) or RowByRow (--no-shared-prompt, and always under gradient checkpointing,
     which drops the cache the shared pass needs). Both give the same values and gradients."""
     if args.shared_prompt and shared_prompt.usable(policy):
-        return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock, args.prompts_per_chunk, args.logprob_chunk)
+        return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock, args.prompts_per_chunk,
+                                          args.logprob_chunk)
     return RowByRow(policy, r, args.micro_batch, args.logprob_chunk)
 
 

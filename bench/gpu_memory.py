@@ -177,7 +177,8 @@ def main():
     for name, gib in rows:
         print(f"{name:32} {gib:7.3f}")
     if missing:
-        sys.exit(f"error: the loss pass ran no micro-batch of {', '.join(missing)}: the peak is not the training step's")
+        sys.exit(f"error: the loss pass ran no micro-batch of {', '.join(missing)}: "
+                 "the peak is not the training step's")
 
 
 if __name__ == "__main__":

@@ -107,10 +107,12 @@ def step_rows(tok, steps: int = 16) -> list:
     from host_syncs import HostSyncs
 
     policy = models.add_role_adapters(tiny_base(tok), ["coder"]).eval()
-    chats = [[{"role": "user", "content": "Write a function that adds two numbers."}], [{"role": "user", "content": "Hi"}]]
+    chats = [[{"role": "user", "content": "Write a function that adds two numbers."}],
+             [{"role": "user", "content": "Hi"}]]
     enc = rollout.encode_prompts(tok, chats, "cpu")
     rows = []
-    for name, sampler, kw in (("decode.py", decode.decode, {}), ("fixed_decode.py", fixed_decode.decode_fixed, {"check_every": 8})):
+    samplers = (("decode.py", decode.decode, {}), ("fixed_decode.py", fixed_decode.decode_fixed, {"check_every": 8}))
+    for name, sampler, kw in samplers:
         counts = {}
         for n_steps in (1, steps + 1):  # the difference: the token steps alone, the prefill taken out
             with HostSyncs() as syncs, Ops() as ops, torch.no_grad():
