@@ -32,6 +32,7 @@ import decode
 
 GRAPH = False  # train.py --cuda-graph: capture the one-token step as a CUDA graph in every call
 
+
 @torch.no_grad()
 def decode_fixed(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id: int, temperature: float = 1.0,
                  top_p: float = 1.0, min_new_tokens: int = 0, stopped=None, check_every: int = 8,
