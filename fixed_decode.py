@@ -205,11 +205,17 @@ class StaticLayer(decode.BufferLayer):
         return self.kbuf, self.vbuf
 
 
-def static_cache(model, capacity: int, at: torch.Tensor) -> Cache:
-    """StaticLayers for `model`; a model with other than full attention in some layer (a sliding window) raises
-    ValueError: its mask would need the window, which this loop does not build."""
+def supported(model) -> bool:
+    """Whether every layer of `model` is full attention: a sliding window would need its window in the step's
+    mask, which this loop does not build (rollout.sample runs decode.py for such a model)."""
     config = model.config.get_text_config(decoder=True)
     types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
-    if any(t != "full_attention" for t in types):
+    return all(t == "full_attention" for t in types)
+
+
+def static_cache(model, capacity: int, at: torch.Tensor) -> Cache:
+    """StaticLayers for `model`; raises ValueError for a model `supported` refuses."""
+    if not supported(model):
         raise ValueError("the fixed-shape sampler needs full attention in every layer (use decode.decode)")
-    return Cache(layers=[StaticLayer(capacity, at) for _ in range(config.num_hidden_layers)])
+    layers = model.config.get_text_config(decoder=True).num_hidden_layers
+    return Cache(layers=[StaticLayer(capacity, at) for _ in range(layers)])

@@ -100,7 +100,8 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
         with torch.no_grad(), cpu_linear.sampling_weights(policy, len(chats) * n):  # CPU: LoRA merged, packed
             # a CPU drops finished rows (decode.py: less compute); a GPU keeps fixed shapes (fixed_decode.py:
             # no host waits)
-            sampler = fixed_decode.decode_fixed if device.type == "cuda" else decode.decode
+            fixed = device.type == "cuda" and fixed_decode.supported(policy)
+            sampler = fixed_decode.decode_fixed if fixed else decode.decode
             comp, logp = sampler(policy, enc.input_ids, enc.attention_mask, n, max_new_tokens, tok.eos_token_id,
                                  temperature, top_p, min_new_tokens, stop_on_pattern(tok, stop) if stop else None)
     finally:

@@ -103,3 +103,18 @@ def test_one_host_sync_per_check_and_the_same_shapes_every_step(tiny_policy, tok
     # the prefill's two are transformers' own test of the prompts' 2D mask (sdpa_mask: can causal attention skip it?)
     assert tokens.shape == (4, 12) and syncs.calls == ["__bool__"] * 2 + ["tolist"] * 3 and before.count >= 2 * 12
     assert shapes[0] == ((2, P), (2, P)) and shapes[1:] == [((4, 1), (4, 1, 1, P + 12))] * 11
+
+
+def test_only_full_attention_models_take_the_fixed_path(tiny_policy):
+    """A model with a sliding-window layer is not `supported` (rollout.sample then runs decode.py) and
+    static_cache refuses it in one line; the tiny Qwen2 (full attention everywhere) is supported."""
+    assert fixed_decode.supported(tiny_policy)
+    config = tiny_policy.config
+    saved = getattr(config, "layer_types", None)
+    config.layer_types = ["full_attention", "sliding_attention"]
+    try:
+        assert not fixed_decode.supported(tiny_policy)
+        with pytest.raises(ValueError, match="needs full attention in every layer"):
+            fixed_decode.static_cache(tiny_policy, 8, torch.tensor([0]))
+    finally:
+        config.layer_types = saved
