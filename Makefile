@@ -106,18 +106,23 @@ frameworks: $(VENV)/.installed
 # eval.py offers it, CollabCoder. Who sees what (cost on 2 cores): every direct / plan system all of PAPER_SETS
 # (PAPER_SAMPLE: a seeded sample of N of each set instead), the multi-call modes a seeded PAPER_MULTI of each;
 # PAPER_FULL=1: everything on everything. MBPP: a file (MBPP=path/to/mbpp.jsonl, read in place) or the hub id
-# `mbpp` (needs `datasets` and a network); the default is ../shared/data/mbpp.jsonl when that file exists.
+# `mbpp` (MBPP=mbpp: needs `datasets` and a network); the default is ../shared/data/mbpp.jsonl when that file
+# exists, else no MBPP set at all (a fresh clone without a hub still runs, on the other sets).
+# The arms run side by side on a CPU and one after another where torch sees a GPU (PAPER_SIDE=yes|no overrides).
 # PAPER_MBPP_TRAIN=1 adds MBPP's train split (601-974, less every problem decontam.py pairs with an evaluated one).
 # PAPER_SMALL=1: the pipeline at tiny sizes in a few minutes (CI runs it: tests/test_paper.py), not the numbers.
 PAPER ?= runs/paper$(if $(PAPER_SMALL),-small)
-MBPP ?= $(if $(wildcard ../shared/data/mbpp.jsonl),../shared/data/mbpp.jsonl,mbpp)
+MBPP ?= $(wildcard ../shared/data/mbpp.jsonl)
+PAPER_MBPP = $(if $(MBPP),$(comma)mbpp:$(MBPP)@test$(if $(PAPER_SMALL),$(hash)2))
 PAPER_MIN ?= 15
 hash := \#
-PAPER_SETS ?= $(if $(PAPER_SMALL),humaneval$(hash)2$(comma)mbpp:$(MBPP)@test$(hash)2$(comma)val$(hash)2$(comma)io_val$(hash)2,humaneval$(comma)mbpp:$(MBPP)@test$(comma)val$(comma)io_val)
+PAPER_SETS ?= $(if $(PAPER_SMALL),humaneval$(hash)2$(PAPER_MBPP)$(comma)val$(hash)2$(comma)io_val$(hash)2,humaneval$(PAPER_MBPP)$(comma)val$(comma)io_val)
+PAPER_SIDE ?=
 PAPER_SAMPLE ?= $(if $(PAPER_FULL)$(PAPER_SMALL),,64)
 PAPER_MULTI ?= $(if $(PAPER_FULL),,$(if $(PAPER_SMALL),1,8))
 PAPER_MBPP_TRAIN ?=
-PAPER_TRAIN = train,io_train$(if $(PAPER_MBPP_TRAIN),$(comma)$(PAPER)/mbpp_train.jsonl)
+MBPP_TRAIN = $(and $(PAPER_MBPP_TRAIN),$(MBPP))
+PAPER_TRAIN = train,io_train$(if $(MBPP_TRAIN),$(comma)$(PAPER)/mbpp_train.jsonl)
 PAPER_SIZES = $(if $(PAPER_SMALL),--max-plan-tokens 8 --max-code-tokens 16)
 PAPER_SFT ?= $(if $(PAPER_SMALL),--sft-steps 1 --sft-batch 1)
 PAPER_ARM ?= $(if $(PAPER_SMALL),--steps 1 --problems-per-step 1 --num-plans 2 --codes-per-plan 1 --eval-every 0,--steps 100000 --time-budget $(PAPER_MIN) --eval-every 0)
@@ -138,16 +143,19 @@ PAPER_TABLE = modes=direct,mapcoder$$($(EVAL) --help | tr -d ' \n' | grep -q 'co
 .PHONY: paper paper-so-far
 paper: $(VENV)/.installed
 	mkdir -p $(PAPER)
-	$(PY) decontam.py --train train,io_train$(if $(PAPER_MBPP_TRAIN),$(comma)mbpp:$(MBPP)@train) --eval '$(PAPER_SETS)' \
-	  --out $(PAPER)/decontam.json $(if $(PAPER_MBPP_TRAIN),--clean mbpp:$(MBPP)@train=$(PAPER)/mbpp_train.jsonl)
+	$(PY) decontam.py --train train,io_train$(if $(MBPP_TRAIN),$(comma)mbpp:$(MBPP)@train) --eval '$(PAPER_SETS)' \
+	  --out $(PAPER)/decontam.json $(if $(MBPP_TRAIN),--clean mbpp:$(MBPP)@train=$(PAPER)/mbpp_train.jsonl)
 	$(call STAGE_WITH,$(TRAIN),$(PAPER)/sft,coder,$(MODEL_FLAG) --train-data $(PAPER_TRAIN) --grpo-steps 0 $(PAPER_SIZES) $(PAPER_SFT))
 	algos=",$$($(TRAIN) --help | tr -d ' \n' | grep -o -- '--algo{[^}]*}' | head -1 | sed 's/--algo{//; s/}//'),"; \
+	side="$(PAPER_SIDE)"; [ -n "$$side" ] || side=$$($(PY) -c 'import torch; print("no" if torch.cuda.is_available() else "yes")'); \
+	[ "$$side" = yes ] || echo "the arms one after another (one GPU: side by side they would share its memory)"; \
 	export OMP_NUM_THREADS=1; pids=""; \
 	for arm in $(PAPER_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; algo=$$(echo "$$flags" | sed -n 's/.*--algo \([a-z]*\).*/\1/p'); \
 	  if [ -n "$$algo" ] && ! echo "$$algos" | grep -q ",$$algo,"; then echo "$$name: train.py has no --algo $$algo: not run"; continue; fi; \
 	  echo "$$name: training, log in $(PAPER)/$$name.log"; \
 	  ( $(call STAGE_WITH,$(TRAIN),$(PAPER)/$$name,coder,$(MODEL_FLAG) --init $(PAPER)/sft --sft-steps 0 --train-data $(PAPER_TRAIN) \
 	    --workers 1 $(PAPER_SIZES) $(PAPER_ARM) $$flags) ) >> $(PAPER)/$$name.log 2>&1 & pids="$$pids $$!"; \
+	  [ "$$side" = yes ] || { wait $$! || { echo "$$name failed: see $(PAPER)/$$name.log"; exit 1; }; pids=""; }; \
 	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(PAPER)/*.log"; exit 1; }; done
 	$(call PAPER_TABLE,,)
 

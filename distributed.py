@@ -81,12 +81,13 @@ def reduce_grads(params: list, bad: bool) -> bool:
     flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).float().flatten() for p in params]
                      + [torch.tensor([float(p.grad is not None) for p in params] + [float(bad)], device=dev)])
     dist.all_reduce(flat)
+    flags = flat[-len(params) - 1:].tolist()  # one copy to the host, not one sync per parameter
     k = 0
-    for i, p in enumerate(params):
+    for p, got in zip(params, flags):
         n = p.numel()
-        p.grad = flat[k:k + n].view_as(p).to(p.dtype) if flat[-len(params) - 1 + i] > 0 else None
+        p.grad = flat[k:k + n].view_as(p).to(p.dtype) if got > 0 else None
         k += n
-    return flat[-1].item() > 0
+    return flags[-1] > 0
 
 
 def broadcast_params(params: list):

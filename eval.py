@@ -370,7 +370,8 @@ def get_args(argv=None):
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
-      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on CUDA, float32 on CPU (models.choose_dtype)")
+      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on a CUDA card with bf16, "
+           "else float32 (models.choose_dtype)")
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--unsafe-sandbox", action="store_true", help="run programs even where no namespace can be made "
       "(python sandbox.py --check); every verdict is then marked unsafe")

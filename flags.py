@@ -78,6 +78,19 @@ def base_model(runs: list, asked: str | None, flag: str) -> str:
     return asked or (bases[0] if bases else models.EMBEDDED)
 
 
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1 (else argparse's one-line error)."""
+    if not text.lstrip("-").isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got '{text}'")
+    return int(text)
+
+
+def default_workers() -> int:
+    """Sandbox processes per training process: all cores, shared by torchrun's ranks on this node (LOCAL_WORLD_SIZE):
+    each rank runs its own sandbox pool, so all cores on every rank would oversubscribe them LOCAL_WORLD_SIZE times."""
+    return max(1, (os.cpu_count() or 1) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+
+
 def get_args(argv=None):
     ap = Parser(prog="train.py", description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -93,7 +106,8 @@ def get_args(argv=None):
     a("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda when torch sees a GPU, else cpu")
     a("--quant", default="auto", choices=["auto", "4bit", "none"], help="auto: 4bit on CUDA, none on CPU")
     a("--dtype", default="auto", choices=models.DTYPES,
-      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on CUDA, float32 on CPU (models.choose_dtype)")
+      help="compute dtype; autocast: fp32 weights, bf16 matmuls; auto: bfloat16 on a CUDA card with bf16, "
+           "else float32 (models.choose_dtype)")
     a("--train-data", default="train", help="comma list of data.load names: train | io_train | <file.jsonl> | mbpp:<file> ...")
     a("--grpo-steps", "--steps", dest="steps", type=int, default=8, help="GRPO steps (0: SFT only)")
     a("--time-budget", type=float, default=None, metavar="MIN",
@@ -179,11 +193,18 @@ def get_args(argv=None):
     a("--shared-prompt", action=argparse.BooleanOptionalAction, default=True,
       help="loss pass: forward each group's prompt once for all its rows (shared_prompt.py; same values and "
            "gradients as row by row); off under gradient checkpointing")
+    a("--cuda-graph", action="store_true",
+      help="CUDA: capture the sampler's one-token step as a CUDA graph (fixed_decode.py; not yet run on a GPU)")
+    a("--prompts-per-chunk", type=positive, default=2,
+      help="shared-prompt loss pass: prompts whose graphs are held together (memory ~ this x their rows' tokens)")
+    a("--logprob-chunk", type=positive, default=1024,
+      help="loss pass: positions per piece of the LM head and log-softmax (chunked.py: memory ~ this x vocabulary)")
     a("--max-grad-norm", type=float, default=1.0, help="gradient clipping of the LoRA weights (global norm)")
     a("--sandbox-timeout", type=float, default=4.0, help="CPU seconds per test")
     a("--checker", default="auto", choices=["auto", *checkers.RULES],
       help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
-    a("--workers", type=int, default=os.cpu_count() or 1, help="parallel sandbox processes")
+    a("--workers", type=int, default=default_workers(),
+      help="parallel sandbox processes (default: the cores / torchrun's ranks on this node)")
     a("--seed", type=int, default=0, help="seeds torch and the order of the problems")
     a("--out", default=None, help="run folder (default runs/<date-time>)")
     a("--save-every", type=int, default=10, help="checkpoint every N GRPO steps (and at the end)")

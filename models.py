@@ -112,7 +112,9 @@ def choose_dtype(device: str, dtype: str = "auto") -> str:
     'bfloat16' (weights and compute in bf16) or 'autocast' (fp32 weights; matmuls in bf16 under
     torch.autocast, norms, softmax and the residual stream in fp32).
 
-    auto: bfloat16 on CUDA; on a CPU float32 (rule measured by accuracy, not speed alone: docs/speed.md#the-cpu-dtype-by-accuracy):
+    auto: bfloat16 on a CUDA card that supports it (torch.cuda.is_bf16_supported(): Ampere and later); on an older
+    card (T4, V100) float32, our stated fallback: float16 would need loss scaling, and the NF4 base stays 4-bit
+    either way. On a CPU float32 (rule measured by accuracy, not speed alone: docs/speed.md#the-cpu-dtype-by-accuracy):
     Intel Xeon with AMX, 2026-12-01, base SmolLM2-135M greedy on 77 held-out problems: bf16 1.66x faster
     than fp32 but it solved 8 + 10 of the problems fp32 solved 12 + 10 of (direct + plan); autocast 1.25x
     faster, 11 + 11. AMD EPYC (no AMX), 2026-11-30 and 2026-12-02: bf16 and autocast both slower than fp32.
@@ -122,7 +124,12 @@ def choose_dtype(device: str, dtype: str = "auto") -> str:
         return dtype
     if dtype != "auto":
         raise ModelError(f"unknown --dtype '{dtype}': use {', '.join(DTYPES)}")
-    return "bfloat16" if device == "cuda" else "float32"
+    return "bfloat16" if device == "cuda" and cuda_bf16() else "float32"
+
+
+def cuda_bf16() -> bool:
+    """True when the CUDA card computes bf16 natively (compute capability 8.0 and later)."""
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 def compute_dtype(device: str, dtype: str = "auto") -> torch.dtype:
@@ -171,6 +178,9 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
     quant = quant or default_quant(device)
     if device == "cuda" and not torch.cuda.is_available():
         raise ModelError("--device cuda was asked for but torch sees no CUDA GPU")
+    if device == "cuda":  # what float32 runs there (the LoRA weights, the log-softmax's sums): TF32 matmuls,
+        torch.backends.cuda.matmul.allow_tf32 = True  # 10-bit mantissa products, float32 sums (our choice)
+        torch.backends.cudnn.allow_tf32 = True
     path = resolve(name)
     autocast = choose_dtype(device, dtype) == "autocast"
     dtype = compute_dtype(device, dtype)
@@ -237,15 +247,19 @@ def add_role_adapters(model, roles, r: int = 16, alpha: int = 32, dropout: float
     """
     four_bit = getattr(model, "is_loaded_in_4bit", False)
     with peft_without_bnb(four_bit), warnings.catch_warnings():
-        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+        from peft import LoraConfig, get_peft_model
 
-        # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` (peft/peft_model.py:184,
-        # and in prepare_model_for_kbit_training; transformers 5 names it `is_activation_checkpointing`):
+        # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` (peft/peft_model.py:184;
+        # transformers 5 names it `is_activation_checkpointing`):
         # its FutureWarning is not the user's
         warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
         if four_bit:
-            # casts norms to fp32 (checkpointing, if asked, is enabled below, the same for every base)
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            # the base frozen by hand, not by peft's prepare_model_for_kbit_training: that also casts EVERY
+            # parameter that is not 4-bit (the embedding, the tied lm_head, the norms, the biases) to float32, so
+            # the residual stream, the KV cache and the logits would all run in float32 (the KV cache twice the
+            # bytes of bf16). Here they keep the dtype load_base gave them; the LoRA weights are float32 (peft's
+            # autocast_adapter_dtype), and the log-softmax sums in float32 (grpo.token_logprobs)
+            model.requires_grad_(False)
         if gradient_checkpointing:  # non-reentrant: no input needs requires_grad (the base is frozen)
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=LORA_TARGETS,

@@ -36,6 +36,7 @@ import time
 
 import torch
 
+import chunked
 import coder
 import distributed
 import grpo
@@ -150,9 +151,9 @@ def token_rewards(score: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.T
     """
     r = -beta * (logp_old - logp_ref) * mask  # [N, T]
     last = (mask.sum(1).long() - 1).clamp(min=0)  # [N] position of the last real token
-    has = mask.sum(1) > 0
-    r[torch.arange(len(r))[has], last[has]] += score[has].to(r)
-    return r
+    has = (mask.sum(1) > 0).to(r.dtype)  # [N] 1: the row has a real token
+    # every tensor on the inputs' device: no index made on the CPU (a CUDA mask cannot index a CPU tensor)
+    return r.scatter_add(1, last[:, None], (score.to(r) * has)[:, None])  # [N, T]
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
@@ -222,12 +223,13 @@ def forward(policy, r: rollout.Rollout, rows: torch.Tensor) -> tuple[torch.Tenso
     """(log-probs [n, T], values [n, T]) of rows of r under the active adapter, in one forward: the logits
     at positions P-1 .. P+T-2 predict the completion tokens, and the same positions' last hidden states
     give V (the critic). Row by row, the prompt forwarded with each row (our choice: the shared-prompt
-    pass of update.py returns log-probs only)."""
+    pass of update.py returns log-probs only); the LM head in pieces of positions (chunked.py)."""
     seqs, attn, P = r.seqs[rows], r.attn[rows], r.prompt_len
     T = seqs.shape[1] - P
-    out = policy(input_ids=seqs, attention_mask=attn, logits_to_keep=T + 1, output_hidden_states=True, use_cache=False)
-    logp = grpo.token_logprobs(out.logits[:, :-1], seqs[:, P:])  # [n, T]
-    return logp, policy.critic(out.hidden_states[-1][:, P - 1:P - 1 + T])  # [n, T], [n, T]
+    h = chunked.last_hidden(policy, input_ids=seqs, attention_mask=attn, use_cache=False)
+    h = h[:, P - 1:P - 1 + T]  # [n, T, d] the states that predict the completion tokens
+    logp = chunked.head_logprobs(policy.get_output_embeddings(), h, seqs[:, P:])  # [n, T]
+    return logp, policy.critic(h)  # [n, T], [n, T]
 
 
 def score_all(policy, r, adapter: str, micro_batch: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,7 +238,8 @@ def score_all(policy, r, adapter: str, micro_batch: int) -> tuple[torch.Tensor, 
     out = []
     with torch.no_grad():
         for k in range(0, r.seqs.shape[0], micro_batch):
-            out.append(forward(policy, r, torch.arange(k, min(k + micro_batch, r.seqs.shape[0]))))
+            rows = torch.arange(k, min(k + micro_batch, r.seqs.shape[0]), device=r.seqs.device)
+            out.append(forward(policy, r, rows))
     policy.set_adapter("coder")  # the trained adapter trainable again (set_adapter moves requires_grad)
     return torch.cat([lp for lp, _ in out]), torch.cat([v for _, v in out])
 
@@ -301,7 +304,7 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
         loss, bad, stats = 0.0, False, []
         with clock("policy_forward_backward"):
             for k in range(0, len(rows), args.micro_batch):
-                idx = torch.tensor(rows[k:k + args.micro_batch], dtype=torch.long)
+                idx = torch.tensor(rows[k:k + args.micro_batch], dtype=torch.long, device=mask.device)
                 logp, v = forward(policy, r, idx)
                 l, m = ppo_loss(logp, logp_old[idx], adv[idx], v, v_old[idx], returns[idx], w[idx], wv[idx],
                                 args.epsilon, args.epsilon_high, args.vf_coef)

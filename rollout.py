@@ -18,6 +18,7 @@ import torch
 
 import cpu_linear
 import decode
+import fixed_decode
 from grpo import completion_mask, token_logprobs
 
 
@@ -82,8 +83,9 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     """n completions for each chat (N = len(chats) * n rows). temperature 0 means greedy.
 
     stop: a regex; a row ends once its completion matches it. min_new_tokens: EOS is forbidden
-    before that many tokens (benchmarks force equal lengths with it). decode.decode does the work: each
-    chat's prompt prefilled once, finished rows dropped, the KV cache on also when gradient
+    before that many tokens (benchmarks force equal lengths with it). decode.decode does the work on a CPU, and
+    fixed_decode.decode_fixed (the same tokens, fixed shapes: finished rows stay, masked) on CUDA: each
+    chat's prompt prefilled once, finished rows dropped (CPU), the KV cache on also when gradient
     checkpointing is enabled. Runs in eval mode (restored after); the active LoRA adapter is whatever
     the caller set (on a CPU in float32 merged into the weights for the rollout: cpu_linear.sampling_weights).
     The Rollout's logp holds the sampler's log-probs (decode.py: the policy at
@@ -96,8 +98,12 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     policy.eval()
     try:
         with torch.no_grad(), cpu_linear.sampling_weights(policy, len(chats) * n):  # CPU: LoRA merged, packed
-            comp, logp = decode.decode(policy, enc.input_ids, enc.attention_mask, n, max_new_tokens, tok.eos_token_id,
-                                       temperature, top_p, min_new_tokens, stop_on_pattern(tok, stop) if stop else None)
+            # a CPU drops finished rows (decode.py: less compute); a GPU keeps fixed shapes (fixed_decode.py:
+            # no host waits)
+            fixed = device.type == "cuda" and fixed_decode.supported(policy)
+            sampler = fixed_decode.decode_fixed if fixed else decode.decode
+            comp, logp = sampler(policy, enc.input_ids, enc.attention_mask, n, max_new_tokens, tok.eos_token_id,
+                                 temperature, top_p, min_new_tokens, stop_on_pattern(tok, stop) if stop else None)
     finally:
         policy.train(was_training)
     # comp: [N, T], EOS after each row's end (not the tokenizer's pad, which differs for Qwen): a stopped

@@ -36,6 +36,7 @@ import checkpoint
 import codedpo
 import data
 import distributed
+import fixed_decode
 import interrupt
 import models
 import ppo
@@ -240,6 +241,7 @@ def setup(args) -> Run:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     quant = models.default_quant(device) if args.quant == "auto" else args.quant
     rank, world, device = distributed.setup(device)  # (0, 1, device) without torchrun
+    fixed_decode.GRAPH = args.cuda_graph  # the sampler on CUDA: its token step as one CUDA graph
     if args.problems_per_step % world:
         raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
     run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])

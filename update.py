@@ -16,6 +16,7 @@ import math
 
 import torch
 
+import chunked
 import distributed
 import grpo
 import roles
@@ -30,13 +31,14 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
 
     A non-finite loss or gradient norm skips that optimizer step: nothing non-finite may reach the
     optimizer (docs/algorithm.md#non-finite-values-reach-the-optimizer). Every role still runs, so that
-    under torchrun every rank reaches the same collectives. Returns (per-role metrics {<role>_kl,
-    <role>_clip_frac}, loss of the last iteration, gradient norm, skipped optimizer steps): plain numbers.
+    under torchrun every rank reaches the same collectives (a role with no rows on a rank joins them too).
+    Returns (per-role metrics {<role>_kl, <role>_clip_frac}, loss of the last iteration, gradient norm,
+    skipped optimizer steps): plain numbers.
     """
     active = [role for role in args.roles if role in credit]  # a debugger with no failing program: no rows
     work = {role: (rollouts.outputs[role][0], credit[role].adv, credit[role].valid, roles.max_tokens(args, role))
             for role in active}
-    olds = {}
+    olds, device = {}, next(policy.parameters()).device
     if args.num_iterations > 1:  # pi_old: the policy that sampled, scored before any update
         with clock("old_logprobs"):
             for role in active:
@@ -47,7 +49,11 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
         optimizer.zero_grad(set_to_none=True)
         loss, bad = 0.0, False
         try:
-            for role in active:
+            for role in args.roles:
+                if role not in work:  # no rows of this role on this rank (a Debugger with no failing program
+                    # here): it still joins the role's normaliser all-reduce, which the other ranks run
+                    distributed.normaliser_share(torch.zeros(0, 1, device=device), args.loss_type)
+                    continue
                 r, adv, valid, max_len = work[role]
                 try:
                     l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
@@ -116,18 +122,19 @@ def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
 
 class RowByRow:
     """The plain forward: micro-batches of --micro-batch rows, each forwarded whole, prompt and completion
-    (rollout.logprobs). The interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
+    (rollout.logprobs, with the LM head in pieces of --logprob-chunk positions: chunked.logprobs). The
+    interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
     logprobs(ids, reference) -> [n, T] (reference: the caller has turned the adapters off)."""
 
-    def __init__(self, policy, r: rollout.Rollout, micro_batch: int):
-        self.policy, self.r, self.micro_batch = policy, r, micro_batch
+    def __init__(self, policy, r: rollout.Rollout, micro_batch: int, logit_chunk: int = chunked.CHUNK):
+        self.policy, self.r, self.micro_batch, self.logit_chunk = policy, r, micro_batch, logit_chunk
 
     def micro_batches(self, rows: list):
         rows = list(rows)
         return [torch.tensor(rows[k:k + self.micro_batch]) for k in range(0, len(rows), self.micro_batch)]
 
     def logprobs(self, ids: torch.Tensor, reference: bool = False) -> torch.Tensor:
-        return rollout.logprobs(self.policy, self.r, ids)
+        return chunked.logprobs(self.policy, self.r, ids, self.logit_chunk)  # rollout.logprobs, the LM head in pieces
 
 
 def scorer(policy, r: rollout.Rollout, args, clock=None):
@@ -135,8 +142,9 @@ def scorer(policy, r: rollout.Rollout, args, clock=None):
     --shared-prompt, the default) or RowByRow (--no-shared-prompt, and always under gradient checkpointing,
     which drops the cache the shared pass needs). Both give the same values and gradients."""
     if args.shared_prompt and shared_prompt.usable(policy):
-        return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock)
-    return RowByRow(policy, r, args.micro_batch)
+        return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock, args.prompts_per_chunk,
+                                          args.logprob_chunk)
+    return RowByRow(policy, r, args.micro_batch, args.logprob_chunk)
 
 
 def all_logprobs(policy, r: rollout.Rollout, args) -> torch.Tensor:

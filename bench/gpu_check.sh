@@ -3,7 +3,7 @@
 #
 #   bash bench/gpu_check.sh                 # PYTHON=... picks the interpreter (default: .venv/bin/python)
 #
-# Rows: the device; the embedded model loaded in bf16 and in 4-bit NF4 on CUDA (+ one forward);
+# First the sandbox's own check (sandbox.py --check). Rows: the device; the embedded model loaded in bf16 and in 4-bit NF4 on CUDA (+ one forward);
 # a 2-step two-role train.py run with --quant 4bit on CUDA (1 SFT step per role, held-out eval,
 # then --resume of the finished run); bench/gpu_memory.py at the 1.5B shape, the recipe's step; the GRPO
 # step bench on CUDA in bf16 (forced and natural lengths, ours and TRL when trl is importable, decode
@@ -24,6 +24,11 @@ mkdir -p "$OUT"
 ROWS=$OUT/rows.tsv
 : >"$ROWS"
 FAILED=0
+# first what isolates the programs on this machine: without namespaces (a default container) every train row
+# below fails at the sandbox's self-check; docs/sandbox.md says what to do there
+echo "== python sandbox.py --check"
+"$PY" sandbox.py --check || echo "(sandbox.py --check: status $?; docs/sandbox.md)"
+echo
 
 # row NAME LIMIT_S CMD...: run CMD (log in $OUT), add a row: status, seconds, its last "CHECK ..." line
 row() {

@@ -14,12 +14,19 @@ compute), both LoRA adapters added, AdamW on their weights; then one train.grpo_
 default shape (2 problems x 2 plans x 4 codes, 48 plan / 128 code tokens; other train.py flags
 change it), every completion forced to its full length (the worst case). The embedded SmolLM2
 tokenizer stands in for Qwen's: its ids fit the vocab, and sampled ids beyond it decode to
-nothing, so programs are nonsense and the sandbox is quick; no tensor changes size.
+nothing, so programs are nonsense; no tensor changes size.
 
-Printed, in GiB (2^30 bytes): the weights' own size (model.get_memory_footprint()), then
-CUDA: torch.cuda.max_memory_allocated while loading and memory_allocated after it and after
-adding the adapters; max_memory_allocated during the step (tensors) and max_memory_reserved
-(what the caching allocator held, closer to what nvidia-smi shows).
+Random weights write no passing program, so every reward would be 0, every advantage 0, and (beta 0)
+no row would reach the loss pass: the check would measure the rollout alone. So the sandbox is replaced
+by `spread_results`: code j of plan i passes iff j <= i mod (M - 1), a spread inside every plan's codes
+AND between the plans of a problem (M >= 3, G >= 2), so every role's rows enter the loss pass; the
+check counts each role's loss-pass micro-batches and fails when one has none.
+
+Printed: the loss pass's micro-batches per role; then, in GiB (2^30 bytes): the weights' own size
+(model.get_memory_footprint()), then CUDA: torch.cuda.max_memory_allocated while loading and
+memory_allocated after it and after adding the adapters; max_memory_allocated during the step (tensors),
+during the gradient step alone (the loss pass), and max_memory_reserved (what the caching allocator held,
+closer to what nvidia-smi shows).
 CPU: the process's VmRSS after load and VmHWM (peak RSS) after the step, both including
 Python, torch and the libraries (about 0.4 GiB).
 """
@@ -66,6 +73,33 @@ def rss_gib(field: str) -> float:
     return int(line.split()[1]) * 1024 / GiB  # kB
 
 
+def spread_results(args, clock, jobs: list) -> list:
+    """train.run_programs without the sandbox: code j of plan i (flat index k = i * M + j, i counted over
+    all problems) passes every test iff j <= i mod (M - 1), else fails them all (module docstring)."""
+    import sandbox
+
+    M = args.codes_per_plan
+    ok = [k % M <= (k // M) % max(1, M - 1) for k in range(len(jobs))]
+    return [sandbox.Result("passed" if p else "failed", int(p), 1, 0.0, 0.0, 0.0) for p in ok]
+
+
+def count_micro_batches(update, counts: dict) -> None:
+    """Wrap update.scorer so that every micro-batch of the loss pass adds 1 to counts[active adapter]."""
+    scorer = update.scorer
+
+    def counted(policy, *a, **k):
+        forward = scorer(policy, *a, **k)
+        batches, role = forward.micro_batches, policy.active_adapter
+
+        def micro_batches(rows):
+            for ids in batches(rows):
+                counts[role] = counts.get(role, 0) + 1
+                yield ids
+        forward.micro_batches = micro_batches
+        return forward
+    update.scorer = counted
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="other flags go to train.get_args")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -107,11 +141,28 @@ def main():
         rows.append(("+ adapters, allocated", torch.cuda.memory_allocated() / GiB))
         torch.cuda.reset_peak_memory_stats()
 
+    import update
+
     fix_lengths(policy, tok, None)  # every completion the whole budget: the memory of the longest step
+    train.run_programs = spread_results  # rewards with a spread: every role's rows reach the loss pass
+    counts, step_peak, loss_peak = {}, [], []
+    count_micro_batches(update, counts)
+    gradient_step = update.gradient_step
+
+    def measured_gradient_step(*a, **k):  # the peak before it (the rollouts), then the loss pass's own (CUDA)
+        if cuda:
+            step_peak.append(torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
+        out = gradient_step(*a, **k)
+        if cuda:
+            loss_peak.append(torch.cuda.max_memory_allocated())
+        return out
+    update.gradient_step = measured_gradient_step  # train.grpo_step looks it up at call time
     problems = data.load(args.train_data)[:args.problems_per_step]
     m, _ = train.grpo_step(policy, tok, problems, args, optimizer)
     if cuda:
-        rows += [("peak during step, allocated", torch.cuda.max_memory_allocated() / GiB),
+        rows += [("peak during step, allocated", max(step_peak + loss_peak) / GiB),
+                 ("peak during loss pass, allocated", loss_peak[0] / GiB),
                  ("peak during step, reserved", torch.cuda.max_memory_reserved() / GiB)]
     else:
         rows.append(("peak during step, peak RSS", rss_gib("VmHWM")))
@@ -120,9 +171,14 @@ def main():
     plans = f"tokens per plan {m['plan_tokens']:.0f}, " if m["plan_tokens"] is not None else ""
     print(f"{shape}, {a.device}, quant {quant}; one step: {len(problems)} problems x {args.num_plans} plans "
           f"x {args.codes_per_plan} codes; {plans}per code {m['code_tokens']:.0f}; {m['time_step_s']:.1f} s")
+    print("loss-pass micro-batches: " + ", ".join(f"{role} {counts.get(role, 0)}" for role in args.roles))
+    missing = [role for role in args.roles if not counts.get(role)]
     print(f"{'memory':32} {'GiB':>7}")
     for name, gib in rows:
         print(f"{name:32} {gib:7.3f}")
+    if missing:
+        sys.exit(f"error: the loss pass ran no micro-batch of {', '.join(missing)}: "
+                 "the peak is not the training step's")
 
 
 if __name__ == "__main__":

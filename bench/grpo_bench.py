@@ -30,8 +30,9 @@ Equal work or no ratio: per length setting, every compared system's generated to
 its completion masks) must be within 1 % of the others', and every system must report the same dtype for
 its weights; otherwise the table is printed without ratios and the bench exits with status 1.
 
-Columns: step wall time (median, min-max over all counted steps of all repetitions); peak RSS in GiB (the
-worker's VmHWM, max over repetitions; sandbox children not included); generated tokens per step; tokens per
+Columns: step wall time (median, min-max over all counted steps of all repetitions); peak memory in GiB (on a
+CPU the worker's VmHWM, sandbox children not included; on CUDA torch.cuda.max_memory_allocated, the GPU's tensors:
+the host's RSS says nothing there; max over repetitions); generated tokens per step; tokens per
 second of step wall time; CPU seconds of the worker process per step (all its threads; sandbox children not
 included): on a loaded machine the cost that other processes do not inflate. Then the ratios ours/TRL and ours/before, and the seconds per phase of our rows.
 Decode at batch 8: ms per decode step (one new token for each of 8 rows, prefill excluded: the difference
@@ -68,8 +69,13 @@ def quick_lengths(lengths, budget: int) -> list:
     return [max(2, min(budget, round(n * budget / 128))) for n in lengths]
 
 
-def peak_rss_gib() -> float:
-    """This process's peak resident set size (VmHWM) in GiB."""
+def peak_memory_gib(device: str = "cpu") -> float:
+    """The peak memory of this process's work in GiB: on CUDA the GPU tensors' (torch.cuda.max_memory_allocated),
+    else this process's peak resident set size (VmHWM)."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.max_memory_allocated() / 2**30
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 2**20  # kB -> GiB
@@ -151,6 +157,24 @@ def force_lengths_on_decode(lengths, eos_id: int):
         state.update(rows=torch.arange(input_ids.shape[0] * n, device=input_ids.device), t=0)
         return real_decode(model, input_ids, attention_mask, n, *args, **kwargs)
     decode.next_tokens, decode.decode = next_tokens, decode_
+    try:  # the fixed-shape sampler (CUDA) of this tree: every row every step, so row i is row i
+        import fixed_decode
+    except ImportError:
+        return
+    real_fixed_next, real_fixed = fixed_decode.next_tokens, fixed_decode.decode_fixed
+
+    def fixed_next(logits, temperature, top_p):
+        L, t = torch.tensor(lengths, device=logits.device), state["t"]  # [N]
+        logits[t < L - 1, eos_id] = float("-inf")
+        logits[t == L - 1] = float("-inf")
+        logits[t == L - 1, eos_id] = 0.0
+        state["t"] = t + 1
+        return real_fixed_next(logits, temperature, top_p)
+
+    def fixed_(*args, **kwargs):
+        state["t"] = 0
+        return real_fixed(*args, **kwargs)
+    fixed_decode.next_tokens, fixed_decode.decode_fixed = fixed_next, fixed_
 
 
 def fix_lengths(policy, tok, lengths):
@@ -254,7 +278,7 @@ def worker_ours(a, two_roles: bool) -> dict:
             cpu.append(time.process_time() - c)
             tokens.append(m["code_tokens"] * G * M + (m["plan_tokens"] * G if two_roles else 0))  # means x rows
             phases.append({k: v for k, v in m.items() if k.startswith("time_")})
-    out = dict(step_s=steps, cpu_s=cpu, tokens=tokens, phases=phases, peak_rss_gib=peak_rss_gib(), weights_bytes=weights,
+    out = dict(step_s=steps, cpu_s=cpu, tokens=tokens, phases=phases, peak_rss_gib=peak_memory_gib(a.device), weights_bytes=weights,
                dtype=str(next(base.parameters()).dtype).removeprefix("torch."))
     if a.decode and not two_roles:
         policy.set_adapter("coder")
@@ -316,7 +340,7 @@ def worker_trl(a) -> dict:
             force_lengths_on_generate(trainer.model, natural_lengths(a), trainer.processing_class.eos_token_id)
         weights_dtype = str(next(trainer.model.get_base_model().parameters()).dtype).removeprefix("torch.")
         trainer.train()
-    return dict(step_s=steps[a.warmup:], cpu_s=cpu[a.warmup:], tokens=tokens[a.warmup:], phases=[], peak_rss_gib=peak_rss_gib(),
+    return dict(step_s=steps[a.warmup:], cpu_s=cpu[a.warmup:], tokens=tokens[a.warmup:], phases=[], peak_rss_gib=peak_memory_gib(a.device),
                 dtype=weights_dtype)
 
 
@@ -368,7 +392,8 @@ def print_table(lengths: str, results: dict, a) -> tuple[str | None, dict]:
     what = (f"every completion {budget} tokens" if lengths == "forced" else
             f"completions end with EOS after {', '.join(map(str, natural_lengths(a)))} tokens")
     print(f"\n{lengths} lengths ({what}); dtype {', '.join(sorted({d for r in rows.values() for d in r['dtypes']}))}")
-    print(f"{'system':10} {'median s':>8} {'min-max s':>13} {'peak RSS GiB':>13} {'tokens/step':>12} {'gen tok/s':>10} "
+    peak = "peak GPU GiB" if getattr(a, "device", "cpu") == "cuda" else "peak RSS GiB"
+    print(f"{'system':10} {'median s':>8} {'min-max s':>13} {peak:>13} {'tokens/step':>12} {'gen tok/s':>10} "
           f"{'CPU s':>8}")
     for s, r in rows.items():
         span = f"{r['lo']:.2f}-{r['hi']:.2f}"

@@ -25,6 +25,9 @@ def test_gpu_memory_small_on_cpu():
               "--max-plan-tokens", "8", "--max-code-tokens", "8")
     assert "1 problems x 2 plans x 4 codes" in out  # train.py's default group sizes
     assert "tokens per plan 8, per code 8" in out  # every completion forced to its full budget
+    # the rewards have a spread (gpu_memory.spread_results), so both roles' rows reach the loss pass: 2 plans in
+    # micro-batches of 2 (train.py's --micro-batch) -> 1, 8 codes -> 4
+    assert "loss-pass micro-batches: planner 1, coder 4" in out
     table = out.split("GiB\n", 1)[1].splitlines()  # "<what>   <GiB>" rows after the header
     gib = {name: float(v) for name, v in (row.rsplit(maxsplit=1) for row in table)}
     weights, loaded = gib["weights (get_memory_footprint)"], gib["after load, RSS"]
@@ -166,3 +169,16 @@ def test_rss_profile_names_stages_by_their_bars(tmp_path):
     rows = {line.split()[0]: float(line.split()[3]) for line in out.stdout.splitlines()
             if line.split() and line.split()[0] in ("load", "work")}
     assert rows["work"] >= 0.25 and rows.get("load", 0.0) < 0.25
+
+
+def test_token_costs_small_prints_per_token_costs_and_sync_counts():
+    """bench/token_costs.py --small: the head in pieces keeps far less per token than the whole logits (which keep
+    the float32 logits, 49,152 x 4 bytes = 192 KiB a token), each decoder layer the same either way, and the
+    fixed-shape sampler syncs the host less than once per token step where decode.py does several."""
+    out = run("bench/token_costs.py", "--small", "--tokens", "64")
+    vals = {name.strip(): float(v) for name, v in (ln.rsplit(maxsplit=1) for ln in out.splitlines()
+                                                  if ln[:1].isalpha() and ln.split()[-1][:1].isdigit() and "=" not in ln)}
+    pieces, whole = vals["head per token, LM head in pieces of 256 (chunked.py)"], vals["head per token, whole logits (rollout.logprobs)"]
+    assert pieces < 1 and 190 < whole < 200  # KiB
+    assert vals["per layer and token, LM head in pieces of 256 (chunked.py)"] == vals["per layer and token, whole logits (rollout.logprobs)"] > 0
+    assert vals["fixed_decode.py: host syncs per token step"] < 1 <= vals["decode.py: host syncs per token step"]

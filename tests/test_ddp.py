@@ -65,3 +65,70 @@ def test_two_ranks_equal_one_process_with_both_problems(tmp_path):
         assert abs(a["loss"] - b["loss"]) < 1e-6 and abs(a["grad_norm"] - b["grad_norm"]) < 1e-5
     samples = [json.loads(x)["task_id"] for x in (tmp_path / "two" / "samples.jsonl").read_text().splitlines()]
     assert samples[:2] == [p.task_id for p in step1] and len(samples) == 4  # rank 0 wrote both ranks'
+
+
+def test_a_role_without_rows_on_this_rank_still_joins_its_collective(monkeypatch):
+    """update.gradient_step with --roles planner,coder,debugger on a rank whose Debugger had no failing program
+    (no 'debugger' credit): the normaliser all-reduce still runs once per role per iteration, in the roles' order,
+    as on a rank that has debugger rows (each policy_update runs one). Catches: the rank skipping the role, so
+    its next collective meets the other ranks' debugger all-reduce (NCCL: a hang or wrong sums)."""
+    import types
+
+    import distributed
+    import progress
+    import train
+    import update
+
+    calls = []
+    monkeypatch.setattr(distributed, "normaliser_share", lambda mask, loss_type: calls.append(mask.shape[0]) or 1.0)
+    monkeypatch.setattr(distributed, "reduce_grads", lambda params, bad: calls.append("grads") or bad)
+
+    def policy_update(policy, role, *a, **k):  # the real one calls normaliser_share once, first
+        distributed.normaliser_share(torch.ones(3, 1), "token")
+        return 0.0, {}
+    monkeypatch.setattr(update, "policy_update", policy_update)
+    args = train.get_args(["--roles", "planner,coder,debugger", "--num-iterations", "2"])
+    monkeypatch.setattr(update, "all_logprobs", lambda *a: None)
+    p = torch.nn.Parameter(torch.zeros(2))
+    policy = types.SimpleNamespace(parameters=lambda: iter([p]), set_adapter=lambda role: None)
+    rollouts = types.SimpleNamespace(outputs={"planner": [None], "coder": [None]})
+    credit = {role: types.SimpleNamespace(adv=None, valid=None) for role in ("planner", "coder")}
+    update.gradient_step(policy, rollouts, credit, args, torch.optim.AdamW([p]), progress.Clock("cpu"))
+    assert calls == [3, 3, 0, "grads"] * 2  # planner, coder, the debugger's empty share, the gradient sum
+
+
+def test_the_gradient_all_reduce_copies_its_flags_to_the_host_once(tmp_path):
+    """distributed.reduce_grads in a 1-process gloo group: one .tolist() of the got-a-gradient flags, not one sync
+    per parameter (448 LoRA tensors of the 1.5B recipe); a parameter without a gradient keeps None, the others
+    their sums. Catches: `if flat[i] > 0` per parameter."""
+    import torch.distributed as dist
+
+    import distributed
+    from host_syncs import HostSyncs
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        params = [torch.nn.Parameter(torch.zeros(3)) for _ in range(5)]
+        for i, p in enumerate(params):
+            p.grad = torch.full((3,), float(i)) if i != 2 else None
+        with HostSyncs() as syncs:
+            bad = distributed.reduce_grads(params, False)
+    finally:
+        dist.destroy_process_group()
+    assert syncs.calls == ["tolist"] and bad is False
+    assert params[2].grad is None and [p.grad[0].item() for i, p in enumerate(params) if i != 2] == [0.0, 1.0, 3.0, 4.0]
+
+
+def test_workers_default_shares_the_cores_among_the_ranks_of_a_node(monkeypatch):
+    """8 cores: --workers defaults to 8 in one process, 4 on each of torchrun's 2 local ranks, at least 1.
+    Catches: every rank starting a sandbox pool of all the cores (2x oversubscribed)."""
+    import flags
+    import train
+
+    monkeypatch.setattr(flags.os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert train.get_args([]).workers == 8
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert train.get_args([]).workers == 4 and train.get_args(["--workers", "3"]).workers == 3
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "16")
+    assert train.get_args([]).workers == 1

@@ -32,3 +32,11 @@ def test_the_memory_row_runs_the_recipe_of_docs_gpu_md():
     assert "--grpo-steps 200 --time-budget 120" in command
     assert "200 GRPO steps" in (ROOT / "README.md").read_text() and "at most 120 minutes" in (ROOT / "README.md").read_text()
     assert "RECIPE=$(cat bench/gpu_recipe.flags)" in (ROOT / "bench" / "gpu_check.sh").read_text()
+
+
+def test_the_sandbox_check_comes_first():
+    """On a GPU machine the script prints `sandbox.py --check` before any row runs: a container without
+    namespaces shows why every train row fails before the table does. Catches: the line moved below the rows."""
+    script = (ROOT / "bench" / "gpu_check.sh").read_text()
+    assert '"$PY" sandbox.py --check' in script
+    assert script.index('"$PY" sandbox.py --check') < script.index('row "device"') < script.index("awk -F")

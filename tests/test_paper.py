@@ -240,3 +240,31 @@ def test_paper_training_table_and_collab_fallbacks(tmp_path):
     md = paper.markdown(results)
     assert "| CoRe-Code | 5 | 30 | 0.200 -> 0.400 | 1.75 |" in md
     assert "fell back to the default (a tie, or a scoring reply that did not parse): val 75%." in md
+
+
+STUB_TRAIN = """#!/bin/bash
+if [ "$1" = "--help" ]; then echo "--algo {grpo,ppo,stepcoder,codedpo}"; exit 0; fi
+echo start >> "$STUB_LOG"; sleep 1; echo end >> "$STUB_LOG"
+"""
+
+
+@pytest.mark.parametrize("side", ["no", "yes"])
+def test_make_paper_without_an_mbpp_file_and_its_arms_in_turn_on_a_gpu(tmp_path, side):
+    """A fresh clone has no MBPP file and no hub: the small mode's sets leave MBPP out (no `datasets` asked for).
+    PAPER_SIDE=no (what a GPU machine picks: torch sees CUDA) trains the six arms one after another: the stub
+    trainer's log alternates start / end; yes (a CPU) starts all six before any ends. The SFT stage runs first
+    either way. Catches: the hub id `mbpp` as the fallback, six arms at once on one GPU."""
+    stub, log = tmp_path / "train.sh", tmp_path / "log"
+    stub.write_text(STUB_TRAIN)
+    stub.chmod(0o755)
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / ".installed").touch()
+    cmd = ["make", "-s", "paper", "PAPER_SMALL=1", "MBPP=", f"PAPER={tmp_path / 'paper'}", f"PY={sys.executable}",
+           f"TRAIN={stub}", "EVAL=false", f"PAPER_SIDE={side}", "VENV=" + str(tmp_path / "venv")]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "STUB_LOG": str(log)},
+                         timeout=120)
+    assert "against evaluated [humaneval#2 (2), val#2 (2), io_val#2 (2)]" in out.stdout  # no MBPP set
+    assert out.returncode != 0  # EVAL=false: the table step fails after the arms, as meant
+    steps = log.read_text().split()
+    assert len(steps) == 14 and steps[:2] == ["start", "end"]  # the SFT, then six arms
+    assert steps[2:] == (["start", "end"] * 6 if side == "no" else ["start"] * 6 + ["end"] * 6)

@@ -88,6 +88,17 @@ def test_terminal_reward_at_the_last_real_token_of_a_truncated_row():
     assert r.tolist() == [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, pytest.approx(-0.6)]]
 
 
+def test_the_reward_math_keeps_every_tensor_on_the_inputs_device():
+    """token_rewards and gae on a device other than the CPU (`meta`: shapes only, no data): an index made on the
+    CPU (torch.arange without a device) beside a mask on the model's device raises there, as it did on CUDA at the
+    first --algo ppo step. Every result stays on the inputs' device, with the inputs' shape."""
+    meta = torch.device("meta")
+    score, zeros, mask = torch.ones(3, device=meta), torch.zeros(3, 5, device=meta), torch.ones(3, 5, device=meta)
+    r = ppo.token_rewards(score, zeros, zeros, mask, 0.1)
+    adv, ret = ppo.gae(r, zeros, mask, 1.0, 0.95)
+    assert [(t.device.type, tuple(t.shape)) for t in (r, adv, ret)] == [("meta", (3, 5))] * 3
+
+
 def test_adaptive_beta_follows_their_controller():
     """beta (1 + clip(KL / target - 1, -0.2, 0.2) n / horizon), horizon 10000, n = 16 programs:
     KL 3 -> +0.2 -> 0.05 * 1.00032; KL 0.5 -> -0.2 -> 0.05 * 0.99968; KL 1.1 -> +0.1 -> 0.05 * 1.00016."""
