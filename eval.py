@@ -9,13 +9,13 @@ Mode 'direct': the Coder writes code from the problem alone; 'plan': the Planner
 and the Coder follows it; 'plan+debug', 'retrieve+plan' and 'mapcoder' (retriever, planner, coder,
 debugger: MapCoder's chain) add a Retriever above the Planner and / or a Debugger that repairs each
 program failing its visible test, up to --debug-rounds times (MODES; one tree builder, tree.py, as in
-training). Mode 'collab' is CollabCoder (collab.py): prompted plan-code co-evolution, training-free. --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
+training). Mode 'collab' is CollabCoder (baselines/collabcoder.py): prompted plan-code co-evolution, training-free. --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
 each run in its own mode (plan for a Planner+Coder run, direct for a single-agent `--roles coder` run,
 mapcoder for the four-role chain, ...: mode_of) on every dataset, then
-report.py writes results.json, results.md (the paper-style table) and curves.png.
+measure/report.py writes results.json, results.md (the paper-style table) and curves.png.
 Each problem's reference solution (our records' `solution`, HumanEval's prompt + canonical solution,
-MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (scoring.py, efficiency.py). The
-JSON keeps one row per problem and system, so intervals and paired tests (stats.py) can be recomputed.
+MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (measure/scoring.py, measure/efficiency.py). The
+JSON keeps one row per problem and system, so intervals and paired tests (measure/stats.py) can be recomputed.
 Every finished (system, set, batch) is stored as it goes in a folder of this command's own (default_cache:
 runs/eval-cache/<set>-<hash of the flags and code>/, beside --out; --no-cache: nothing stored). Ctrl-C or
 SIGTERM ends with one line saying so (status 130 / 143); the same command run again reads back what is
@@ -36,24 +36,17 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-import cache
-import coder
-import interrupt
-import collab
 import data
-import flags
-import models
-import release_eval
-import report
 import roles
 import rollout
 import sandbox
-import scoring
-import stats
 import tree
+from baselines import collabcoder
+from infra import flags, interrupt, models
+from measure import cache, report, scoring, stats
+from measure.stats import pass_at_k  # noqa: F401  the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
+from release import release_eval
 from sandboxing import checkers
-from stats import pass_at_k  # the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
-
 
 MODES = {"direct": "coder", "plan": "planner,coder", "plan+debug": "planner,coder,debugger",
          "retrieve+plan": "retriever,planner,coder", "mapcoder": "retriever,planner,coder,debugger"}
@@ -105,8 +98,8 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
     batches (eval --cache): each batch's programs and counts are stored as soon as it is done, and a batch
     stored before is read back instead of generated (a stopped evaluation resumes at its batch).
     """
-    if mode == "collab":  # CollabCoder: its own loop of prompted stages (collab.py), not a tree
-        return collab.programs(partial(sample_as, model, tok, adapters), problems, args, costs, batches)
+    if mode == "collab":  # CollabCoder: its own loop of prompted stages (baselines/collabcoder.py), not a tree
+        return collabcoder.programs(partial(sample_as, model, tok, adapters), problems, args, costs, batches)
     chain = roles.parse_chain(MODES[mode])
     planned = "planner" in chain
     sizes = {"retriever": 1, "planner": args.n, "coder": 1 if planned else args.n, "debugger": 1}
@@ -340,7 +333,7 @@ def get_args(argv=None):
     a("--compare", nargs="+", default=None, metavar="[NAME=]RUN",
       help="train.py runs to compare with base direct and base plan (writes results.json/.md, curves.png)")
     a("--modes", default="direct", help="comma list of " + ", ".join(MODES) + ", collab (with --compare: base rows in these modes too): "
-      + "; ".join(f"{m} = {c}" for m, c in MODES.items()) + "; collab = CollabCoder (collab.py: understanding, "
+      + "; ".join(f"{m} = {c}" for m, c in MODES.items()) + "; collab = CollabCoder (baselines/collabcoder.py: understanding, "
       "plan, code, then rounds of plan / code / alignment analyses, a scored decision to revise the plan or "
       "the code, and a strategy carried across rounds; training-free, docs/baselines.md)")
     a("--collab-rounds", type=int, default=2, help="collab: revision rounds after a failing visible test (paper 5)")
@@ -362,7 +355,7 @@ def get_args(argv=None):
     a("--multi-sample", type=int, default=None, help="systems in a mode other than direct / plan (several calls a "
       "problem) see only a fixed seeded sample of N problems of each dataset, inside --sample's")
     a("--cache", default=None, help="a folder: every (system, dataset, batch) result is stored there as it is done, "
-      "and read back instead of recomputed when everything that decides it is unchanged (cache.py); default: this "
+      "and read back instead of recomputed when everything that decides it is unchanged (measure/cache.py); default: this "
       "command's own folder, runs/eval-cache/<set>-<hash of the flags and code>/ (beside --out when given)")
     a("--no-cache", action="store_true", help="store nothing (a stopped evaluation then starts over)")
     a("--cached-only", action="store_true", help="with --cache: compute nothing, the table of the results stored so far "
@@ -380,7 +373,7 @@ def get_args(argv=None):
       help="output checker of I/O tests: auto = each set's own (sandboxing/checkers.py); a name = that rule for every set")
     a("--workers", type=int, default=None, help="sandbox runs at a time (default: the CPU count)")
     a("--protocol", default="ours", choices=["ours", "release"],
-      help="release: the CoRe-Code authors' protocol (release_eval.py): one plan, then --n-samples 5 programs, both "
+      help="release: the CoRe-Code authors' protocol (release/release_eval.py): one plan, then --n-samples 5 programs, both "
            "at --temperature 0.2 (its defaults); first-of-K pass@1, unbiased pass@1 and pass@K, with intervals")
     a("--out", default=None, help="the JSON file to write, or an existing folder to write it into (named as by default); the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)

@@ -42,7 +42,7 @@ Yu et al. 2025, sec. 3.1/3.3; k3 KL estimator: Schulman 2020, "Approximating KL 
     L     = - sum_{seq,t} w_t [ min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A) - beta KL_t ]
 with weights w from `loss_weights` (they sum to 1 over the whole step for 'token' and 'grpo').
 Efficiency reward (`efficiency_bonus`, --efficiency-weight lambda), for program j of problem b
-that passes EVERY test, with t = its CPU seconds measured outside its run (ET, efficiency.py):
+that passes EVERY test, with t = its CPU seconds measured outside its run (ET, measure/efficiency.py):
     NET_bj = max(t_bj, floor) / max(t0_b, floor),  t0_b = the reference's t when the record has one,
                                                     else min t over the fully-passing programs of problem b
     r_bj  += lambda * min(1, 1 / NET_bj)            (0 for a program that fails a test)

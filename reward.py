@@ -7,9 +7,8 @@ docs/algorithm.md#the-reward.
 """
 import torch
 
-import efficiency
-import scoring
 import grpo
+from measure import efficiency, scoring
 
 
 def step_rewards(rollouts, problems, args, clock) -> torch.Tensor:

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import coder
-import debugger
 import planner
-import retriever
+from mapcoder import debugger, retriever
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ def _coder_messages(problem, upstream: dict) -> list[dict]:
 
 ROLES = {role.name: role for role in (  # tree order; one line per role
     Role("retriever", "expand", retriever.messages, retriever.parse, "examples", None,
-         budget="max_retrieval_tokens"),  # recall has no reference: no SFT (retriever.py)
+         budget="max_retrieval_tokens"),  # recall has no reference: no SFT (mapcoder/retriever.py)
     Role("planner", "expand", _planner_messages, planner.parse, "plan", planner.sft_target, empty="drop",
          budget="max_plan_tokens"),
     Role("coder", "expand", _coder_messages, coder.extract_code, "code", coder.sft_target, coder.STOP, True),

@@ -9,16 +9,15 @@ Layout of every row, prompts LEFT-padded to a common width P, completions RIGHT-
 
 Rows are prompt-major: with n samples per prompt, row i*n + k is sample k of prompt i, so rows
 i*n .. i*n + n-1 share their prompt (`Rollout.n`): the sampler prefills it once (decode.py: the token loop
-and its KV cache) and the loss pass can forward it once (shared_prompt.py, the fast path of `logprobs`).
+and its KV cache) and the loss pass can forward it once (fast/shared_prompt.py, the fast path of `logprobs`).
 """
 import re
 from dataclasses import dataclass
 
 import torch
 
-import cpu_linear
 import decode
-import fixed_decode
+from fast import cpu_linear, fixed_decode
 from grpo import completion_mask, token_logprobs
 
 
@@ -98,7 +97,7 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     policy.eval()
     try:
         with torch.no_grad(), cpu_linear.sampling_weights(policy, len(chats) * n):  # CPU: LoRA merged, packed
-            # a CPU drops finished rows (decode.py: less compute); a GPU keeps fixed shapes (fixed_decode.py:
+            # a CPU drops finished rows (decode.py: less compute); a GPU keeps fixed shapes (fast/fixed_decode.py:
             # no host waits)
             fixed = device.type == "cuda" and fixed_decode.supported(policy)
             sampler = fixed_decode.decode_fixed if fixed else decode.decode

@@ -48,7 +48,7 @@ one value test `(f(a), f(b)) == (x, y)`) and I/O tests are compared HERE with ex
 the child never sees. Statement tests are judged in the judge process, whose token the
 program's process never holds (it is sealed in the job; the key travels on a pipe only the judge
 reads) and whose memory it cannot read (non-dumpable). A program that finds the runner's report
-function (gc.get_objects(), the stack) or its token passes nothing by it (tests/test_sandbox_forgery.py).
+function (gc.get_objects(), the stack) or its token passes nothing by it (tests/sandboxing/test_sandbox_forgery.py).
 
 Per-test timing (Result.test_cpu_s / test_wall_s / test_mem_mb): the test's own execution only,
 not the interpreter's start nor the program's top level. Function tests: getrusage and the
@@ -90,9 +90,9 @@ from dataclasses import asdict, dataclass
 
 from sandboxing import bombs, check, judge, kinds, launch, memory, process, special_checker
 from sandboxing import cost as costs
+from sandboxing.confine import SAFE
 from sandboxing.judge import VERDICTS  # noqa: F401  (re-exported: sandbox.VERDICTS)
 from sandboxing.kinds import _plan  # noqa: F401  (re-exported: sandbox._plan)
-from sandboxing.confine import SAFE
 from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
 
 MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB

@@ -16,10 +16,10 @@ import time
 import torch
 from tqdm import tqdm
 
-import cpu_linear
-import progress
 import roles
 import rollout
+from fast import cpu_linear
+from infra import progress
 
 
 def pairs(problems, role: str, chain) -> list[tuple[list, str]]:

@@ -15,11 +15,11 @@ the codes of its plan, Planner against the other plans) -> one gradient step on 
 -> metrics. Other chains (--roles: roles.CHAINS) add a Retriever above the Planner and a Debugger below the
 Coder; the same tree builder and credit rule serve every chain (docs/roles.md).
 Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step / evaluation),
-samples.jsonl, checkpoints/ (--resume goes on from the latest: checkpoint.py), adapters/<role>/
+samples.jsonl, checkpoints/ (--resume goes on from the latest: infra/checkpoint.py), adapters/<role>/
 (peft), curves.png. Ctrl-C or SIGTERM: the step in progress (SFT or GRPO) finishes, a checkpoint is saved
-there, one line gives the command that resumes, status 130 / 143 (interrupt.py); a second Ctrl-C stops at
+there, one line gives the command that resumes, status 130 / 143 (infra/interrupt.py); a second Ctrl-C stops at
 once, keeping the last checkpoint (every --save-every GRPO steps, after each role's SFT). --eval-data: greedy
-held-out pass@1 while training (progress.py); torchrun: data parallel (distributed.py); --profile prints the seconds of each phase of a step.
+held-out pass@1 while training (infra/progress.py); torchrun: data parallel (infra/distributed.py); --profile prints the seconds of each phase of a step.
 """
 import random
 import sys
@@ -31,29 +31,22 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from sandboxing import checkers
-import checkpoint
-import codedpo
 import data
-import distributed
-import fixed_decode
-import interrupt
-import models
-import ppo
-import progress
-import report
 import reward
-import retriever
 import roles
 import rollout
 import sandbox
-import sequential
 import sft
-import stepcoder
-import trackers
 import tree
 import update
-from flags import get_args
+from baselines import codedpo, ppo, stepcoder
+from fast import fixed_decode
+from infra import checkpoint, distributed, interrupt, models, progress, trackers
+from infra.flags import get_args
+from mapcoder import retriever
+from measure import report
+from release import sequential
+from sandboxing import checkers
 
 
 def adapter_roles(chain) -> list:

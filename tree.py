@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 import torch
 
 import coder
-import debugger
 import grpo
 import roles
 import sandbox
+from mapcoder import debugger
 from reward import no_error
 
 

@@ -16,12 +16,11 @@ import math
 
 import torch
 
-import chunked
-import distributed
 import grpo
 import roles
 import rollout
-import shared_prompt
+from fast import chunked, shared_prompt
+from infra import distributed
 
 
 def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dict, float, float, int]:

@@ -17,8 +17,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import checkpoint  # noqa: E402
-import models  # noqa: E402
+from infra import checkpoint, models
 
 
 def main():

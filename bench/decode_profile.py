@@ -34,12 +34,12 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
-import cpu_linear  # noqa: E402
 import data  # noqa: E402
 import decode  # noqa: E402
 import grpo_bench  # noqa: E402
-import models  # noqa: E402
 import sft_bench  # noqa: E402
+from fast import cpu_linear
+from infra import models
 
 SYSTEMS = {"fused": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, decode.NUCLEUS_TRIES),
            "top-64": (cpu_linear.SIBLINGS, cpu_linear.RMS_NORMS, (64,)), "unfused": ((), set(), decode.NUCLEUS_TRIES)}

@@ -51,7 +51,7 @@ print(f'CHECK {torch.cuda.device_count()} x {p.name}, {p.total_memory / 2**30:.0
 cat >"$OUT/load.py" <<'EOF'
 import sys, time, torch
 sys.path.insert(0, ".")
-import models
+from infra import models
 quant = sys.argv[1]
 t = time.perf_counter()
 model, tok = models.load_base(models.EMBEDDED, "cuda", quant)

@@ -109,9 +109,9 @@ def main():
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda but torch sees no CUDA GPU (on CPU: --device cpu --small)")
     import data  # after the device check, so that it fails within a second
-    import models
     import train
     from grpo_bench import fix_lengths  # bench/ is on sys.path: this file's folder
+    from infra import models
 
     args = train.get_args(train_flags + ["--device", a.device])
     quant = models.default_quant(a.device) if a.quant == "auto" else a.quant

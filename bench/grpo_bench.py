@@ -158,7 +158,7 @@ def force_lengths_on_decode(lengths, eos_id: int):
         return real_decode(model, input_ids, attention_mask, n, *args, **kwargs)
     decode.next_tokens, decode.decode = next_tokens, decode_
     try:  # the fixed-shape sampler (CUDA) of this tree: every row every step, so row i is row i
-        import fixed_decode
+        from fast import fixed_decode
     except ImportError:
         return
     real_fixed_next, real_fixed = fixed_decode.next_tokens, fixed_decode.decode_fixed
@@ -207,7 +207,7 @@ def our_decode(policy, tok, problem):
     import decode
     import rollout
     try:
-        from cpu_linear import sampling_weights
+        from fast.cpu_linear import sampling_weights
     except ImportError:  # an earlier tree
         sampling_weights = lambda *a: contextlib.nullcontext()  # noqa: E731
 
@@ -253,8 +253,8 @@ def worker_ours(a, two_roles: bool) -> dict:
     import torch
 
     import data
-    import models
     import train
+    from infra import models
 
     torch.manual_seed(0)
     G, M = (2, GROUP // 2) if two_roles else (GROUP, 1)  # plans x codes per plan
@@ -296,8 +296,8 @@ def worker_trl(a) -> dict:
 
     import coder
     import data
-    import models
     import sandbox
+    from infra import models
 
     problem = data.load("train")[0]
 
@@ -491,7 +491,7 @@ def main():
             if phases:
                 print(f"\n{s} ({ln}):", end="")
                 sys.path.insert(0, str(ROOT))
-                import progress
+                from infra import progress
 
                 progress.print_profile(phases)
     if failed:

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import models  # noqa: E402
+from infra import models
 
 
 def bench(name, device, quant, batch, new_tokens):

@@ -32,8 +32,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sandboxing import checkers  # noqa: E402
 import sandbox  # noqa: E402
+from sandboxing import checkers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Fallback I/O set (ours, small): (solution, [(input, output), ...]); 5 tests each.
@@ -131,7 +131,7 @@ def io_row(workers, timeout, repeat, problems=None, source=None):
 
 ROOTLESS_UID = 61236  # an unprivileged uid of the bench's own (not an account, not sandbox.UID_BASE's range)
 SANDBOX_FILES = ("sandbox.py", "sandboxing/process.py", "sandboxing/runner.py", "sandboxing/child.py", "sandboxing/confine.py",
-                 "sandboxing/io_tests.py", "sandboxing/judge_process.py", "sandboxing/check.py", "sandboxing/judge.py", "problem.py", "sandboxing/checkers.py",
+                 "sandboxing/io_tests.py", "sandboxing/judge_process.py", "sandboxing/check.py", "sandboxing/judge.py", "data/problem.py", "sandboxing/checkers.py",
                  "sandboxing/special_checker.py")
 TIMED = ("import json, sys, time\nsys.path.insert(0, sys.argv[1])\nimport sandbox\n"
          "jobs, workers = json.load(open(sys.argv[2]))\nsandbox.run_many(jobs[:4], workers=workers)\n"

@@ -5,8 +5,8 @@
 
 Mechanisms: root with a cgroup per run (the kernel's limit), root with NO_CGROUPS=1 (seccomp +
 rlimits + watchdog, as an ordinary user gets), and an unprivileged uid (the same, as that uid, with a
-copy of the sandbox it owns: tests/test_sandbox_rootless.py's User). The programs are
-tests/test_sandbox_memory.py's CHANNELS. A cell is "verdict peak": `memory` (killed at the budget)
+copy of the sandbox it owns: tests/sandboxing/test_sandbox_rootless.py's User). The programs are
+tests/sandboxing/test_sandbox_memory.py's CHANNELS. A cell is "verdict peak": `memory` (killed at the budget)
 or `failed` (the channel was refused: the program got 'refused'); the peak is the kernel's count of
 everything the run held, MiB (the run's own cgroup, or an unlimited cgroup that only measures it;
 the uid's column: its whole process tree, less the script's usage before the case).
@@ -19,9 +19,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-import sandbox  # noqa: E402
 import test_sandbox_memory as channels  # noqa: E402
 import test_sandbox_rootless as rootless  # noqa: E402
+
+import sandbox  # noqa: E402
 from sandboxing import memory  # noqa: E402
 
 

@@ -43,7 +43,7 @@ def peak_rss_gib() -> float:
 def reset_peak_rss() -> None:
     """Free what the last step left (cpu_linear.release_memory), then restart VmHWM from the RSS now (Linux:
     writing 5 to /proc/self/clear_refs)."""
-    import cpu_linear
+    from fast import cpu_linear
 
     cpu_linear.release_memory()
     try:
@@ -81,13 +81,13 @@ def main():
 
     import torch
 
-    import cpu_linear
     import data
     import grpo
-    import models
     import rollout
     import sft
     import train
+    from fast import cpu_linear
+    from infra import models
 
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -15,7 +15,7 @@ KV cache per token = 2 (keys, values) x layers x KV heads x head dim x bytes. Th
 bitsandbytes' 4-bit product keeps the same input for its backward, so the activations are the same (an estimate
 until a GPU measures them: bench/gpu_memory.py).
 
-Host syncs and aten ops per token step of the two samplers (decode.py, fixed_decode.py), greedy, 4 rows, on the
+Host syncs and aten ops per token step of the two samplers (decode.py, fast/fixed_decode.py), greedy, 4 rows, on the
 tiny config: the ops each step queues (a TorchDispatchMode counts them) and the host reads of the device
 (tests/host_syncs.py's list: .item(), .tolist(), truth values, nonzero, boolean indexing).
 """
@@ -47,8 +47,8 @@ def config(tok, layers: int, small: bool):
 
 def saved_bytes(policy, r, chunked_head: bool) -> int:
     """Bytes of the tensors autograd keeps for the backward of one loss pass (each storage once)."""
-    import chunked
     import rollout
+    from fast import chunked
 
     seen, weights = {}, {p.untyped_storage().data_ptr() for p in policy.parameters()}
 
@@ -64,8 +64,8 @@ def saved_bytes(policy, r, chunked_head: bool) -> int:
 
 
 def memory_rows(tok, small: bool, T: int) -> list:
-    import models
     import rollout
+    from infra import models
 
     rows = []
     for chunked_head in (True, False):
@@ -79,7 +79,7 @@ def memory_rows(tok, small: bool, T: int) -> list:
             ids = torch.randint(0, 1000, (1, T + 1))
             r = rollout.Rollout(ids, torch.ones_like(ids), 1, torch.ones(1, T), torch.zeros(1, dtype=torch.bool), [""])
             saved[layers] = saved_bytes(policy, r, chunked_head)
-        what = "LM head in pieces of 256 (chunked.py)" if chunked_head else "whole logits (rollout.logprobs)"
+        what = "LM head in pieces of 256 (fast/chunked.py)" if chunked_head else "whole logits (rollout.logprobs)"
         rows.append((f"per layer and token, {what}", (saved[2] - saved[1]) / T))
         rows.append((f"head per token, {what}", (saved[1] - (saved[2] - saved[1])) / T))
     c = config(tok, 28, small)
@@ -100,18 +100,18 @@ class Ops(TorchDispatchMode):
 
 def step_rows(tok, steps: int = 16) -> list:
     import decode
-    import fixed_decode
-    import models
     import rollout
     from conftest import tiny_base
+    from fast import fixed_decode
     from host_syncs import HostSyncs
+    from infra import models
 
     policy = models.add_role_adapters(tiny_base(tok), ["coder"]).eval()
     chats = [[{"role": "user", "content": "Write a function that adds two numbers."}],
              [{"role": "user", "content": "Hi"}]]
     enc = rollout.encode_prompts(tok, chats, "cpu")
     rows = []
-    samplers = (("decode.py", decode.decode, {}), ("fixed_decode.py", fixed_decode.decode_fixed, {"check_every": 8}))
+    samplers = (("decode.py", decode.decode, {}), ("fast/fixed_decode.py", fixed_decode.decode_fixed, {"check_every": 8}))
     for name, sampler, kw in samplers:
         counts = {}
         for n_steps in (1, steps + 1):  # the difference: the token steps alone, the prefill taken out
@@ -129,7 +129,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=256, help="completion tokens T of the measured row")
     a = ap.parse_args()
     torch.set_num_threads(min(2, torch.get_num_threads()))
-    import models
+    from infra import models
 
     t0 = time.perf_counter()
     tok = models.load_tokenizer(str(models.embedded_folder()))

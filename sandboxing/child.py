@@ -5,14 +5,26 @@ The rlimits, stdio, memory readings from /proc, the timers that end a test (guar
 crosses a process boundary: plain data (builtin types only, what marshal carries), framed on pipes.
 Only cheap stdlib modules here: their import time is paid on every run.
 """
-import builtins
 import os
 import resource
-from builtins import AssertionError, BaseException, ChildProcessError, MemoryError, OSError
-from builtins import dict, getattr, int, issubclass, len, str, sum, type, vars
-
 from _signal import ITIMER_PROF, ITIMER_REAL, SIGALRM, SIGPROF, setitimer
 from _signal import signal as set_handler  # _signal: the C half of `signal`, minus its 5 ms `enum` import
+from builtins import (
+    AssertionError,
+    BaseException,
+    ChildProcessError,
+    MemoryError,
+    OSError,
+    dict,
+    getattr,
+    int,
+    issubclass,
+    len,
+    str,
+    sum,
+    type,
+    vars,
+)
 from marshal import dumps, loads
 from os import close, kill, listdir, read, waitpid
 from os import open as os_open

@@ -25,7 +25,7 @@ each test failing at once. It is measured FIXED_RUNS times per job and its media
 
 Per test: function tests run in one process (the program once, then its tests), so no figure per test
 exists from outside; a test's share is cost_s / tests, the whole run's split evenly (our choice, stated
-wherever a per-test cost is used). Source: our choice, after EffiBench's ET / MU (efficiency.py), which
+wherever a per-test cost is used). Source: our choice, after EffiBench's ET / MU (measure/efficiency.py), which
 are per test and measured in the program's process.
 """
 import ast

@@ -1,4 +1,4 @@
-"""Correct programs that claim a speed they do not have, for tests/test_sandbox_cost.py and
+"""Correct programs that claim a speed they do not have, for tests/sandboxing/test_sandbox_cost.py and
 bench/sandbox_cost.py: what an efficiency reward trained on the program's own figures would teach.
 
 All compute f(n) = sum(i * i for i in range(n)) for the tests' inputs (INPUTS) with the same loop, and pass
@@ -8,7 +8,7 @@ every test; they differ in where the work happens and what they make the runner'
     clock patch   time.process_time / perf_counter / monotonic / thread_time and resource.getrusage
                   replaced by zeros, then the honest loop
     report        the honest loop, then the runner's report closure (found on the heap, as the forgers of
-                  tests/test_sandbox_forgery.py find it) sends each test's value with a timing of 0 s first
+                  tests/sandboxing/test_sandbox_forgery.py find it) sends each test's value with a timing of 0 s first
 What the sandbox measures from outside (sandboxing/cost.py) is the same for all four: the same work.
 """
 INPUTS = (200_000, 210_000, 220_000, 230_000, 240_000)  # ~10 ms of CPU each on a 2-core AMD EPYC

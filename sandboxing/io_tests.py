@@ -19,13 +19,12 @@ import os
 import resource
 import select
 import sys
+from _signal import ITIMER_PROF, SIG_DFL, SIGPROF, setitimer
+from _signal import signal as set_handler
 from builtins import BaseException, SystemExit, compile, type
 from os import _exit, close, read, write
 from resource import RUSAGE_SELF, getrusage
 from time import perf_counter
-
-from _signal import ITIMER_PROF, SIG_DFL, SIGPROF, setitimer
-from _signal import signal as set_handler
 
 from sandboxing.child import EFBIG_HINT, describe, kill_tree, others_cpu, own_address_space, peak_kib, status_kib
 from sandboxing.seccomp import refuse

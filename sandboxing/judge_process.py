@@ -11,8 +11,24 @@ dumpable), know our token (our job arrives sealed; the key on a pipe that it clo
 import builtins
 import marshal
 import sys
-from builtins import (BaseException, Exception, RuntimeError, TypeError, ValueError, compile, dict, exec,
-                      getattr, isinstance, issubclass, list, str, type, vars, zip)
+from builtins import (
+    BaseException,
+    Exception,
+    RuntimeError,
+    TypeError,
+    ValueError,
+    compile,
+    dict,
+    exec,
+    getattr,
+    isinstance,
+    issubclass,
+    list,
+    str,
+    type,
+    vars,
+    zip,
+)
 from marshal import dumps
 from os import _exit, close, fork, pipe, write
 

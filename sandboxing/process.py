@@ -53,7 +53,7 @@ SITE_DIRS = site.getsitepackages()  # the child runs without `site`: it adds the
 _unshare = shutil.which("unshare") or "/usr/bin/unshare"
 UNSHARE = [_unshare, "--pid", "--fork", "--kill-child", "--net", "--ipc"]
 UNSHARE_USER = [_unshare, "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
-SOURCES: set[str] = set()  # every file problems were read from in this process (problem.py adds them): hidden_files
+SOURCES: set[str] = set()  # every file problems were read from in this process (data/problem.py adds them): hidden_files
 KILL = shutil.which("kill") or "/bin/kill"  # util-linux / procps kill(1): `kill -9 -1` as the run's uid (`uid` mode)
 CHILD_MODULES = ("sandboxing.child", "sandboxing.confine", "sandboxing.seccomp", "sandboxing.landlock",
                  "sandboxing.io_tests", "sandboxing.judge_process", "sandboxing.runner")  # import order
@@ -143,7 +143,7 @@ def _readable(shown_paths, hidden):
 
 
 def hidden_files():
-    """[file]: every file this process read problems from (SOURCES, kept by problem.py: a dataset kept anywhere on
+    """[file]: every file this process read problems from (SOURCES, kept by data/problem.py: a dataset kept anywhere on
     the host, a hub dataset's cache files). A run sees none of the host's folders but the system's
     and the interpreter's; one of these files that lies inside those reads as /dev/null in the run."""
     return sorted(SOURCES)

@@ -30,28 +30,42 @@ report arrived, so `sys.exit(0)` or `os._exit(0)` cannot skip the rest.
 Why a fork per I/O test, with the figures: io_tests.py.
 """
 import builtins
-import marshal
 import os
-import resource
 import sys
+
 # The program may patch builtins and modules (`builtins.exec = ...`, `marshal.dumps = ...`). All
 # that this file calls once the program has started is bound to names of its own here: module
 # globals are searched before builtins, so such patches cannot reach us. Rebinding our names
 # through the stack (sys._getframe().f_globals) is caught by `tampered()` after the program loads.
-from builtins import BaseException, Exception, callable, next, compile, dict, eval, exec, isinstance, list, type, vars
+from builtins import BaseException, Exception, callable, compile, dict, eval, exec, isinstance, list, next, type, vars
 from marshal import dumps
 from os import _exit, close, getpid, write
 from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 from sys import setprofile, settrace
 from time import perf_counter
 
-from sandboxing.child import (FunctionType, as_data, describe, guarded, is_plain, kill_others, others_cpu, peak_kib,
-                           plain, receive, redirect_stdio, send, set_limits, status_kib)
+from sandboxing.child import (
+    FunctionType,
+    as_data,
+    describe,
+    guarded,
+    is_plain,
+    kill_others,
+    others_cpu,
+    peak_kib,
+    plain,
+    receive,
+    redirect_stdio,
+    send,
+    set_limits,
+    status_kib,
+)
 from sandboxing.confine import ISOLATED, drop_privileges, limit_namespaces, private_mounts
 from sandboxing.io_tests import io_tests
-from sandboxing.landlock import keep as keeper, restrict
-from sandboxing.seccomp import refuse
 from sandboxing.judge_process import start_judge
+from sandboxing.landlock import keep as keeper
+from sandboxing.landlock import restrict
+from sandboxing.seccomp import refuse
 
 TAMPERED = "the program modified the sandbox runner"
 

@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT))
 @pytest.fixture(scope="session")
 def tokenizer():
     """The embedded SmolLM2 tokenizer (pad == eos == <|im_end|>, a chat template)."""
-    import models
+    from infra import models
 
     return models.load_tokenizer(str(models.embedded_folder()))
 
@@ -32,7 +32,7 @@ def tiny_base(tokenizer):
 @pytest.fixture
 def tiny_policy(tokenizer):
     """tiny_base with 'planner' and 'coder' LoRA adapters whose B is random, so they matter (seconds)."""
-    import models
+    from infra import models
 
     policy = models.add_role_adapters(tiny_base(tokenizer), ["planner", "coder"], r=4, alpha=8)
     for n, p in policy.named_parameters():  # B != 0 so the adapters change the policy
@@ -44,7 +44,7 @@ def tiny_policy(tokenizer):
 def embedded_policy():
     """SmolLM2-135M as training loads it (float32 on the CPU), both roles' adapters, the Coder's B random
     (std 0.01, seed 0) and active: (policy, tokenizer). ~5 s."""
-    import models
+    from infra import models
 
     base, tok = models.load_base(models.EMBEDDED, "cpu", "none", "float32")
     policy = models.add_role_adapters(base, models.ROLES)

@@ -5,12 +5,11 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-import models
 import sandbox
 import sandboxing.check
 from conftest import ROOT
+from infra import models
 
 
 def run(*args, cwd=ROOT):
@@ -177,7 +176,7 @@ def test_a_fresh_start_never_erases_a_run(tmp_path, capsys):
     """train.py --out RUN on a folder holding a run's work refuses in one line (prepare would empty its
     logs and remove its checkpoints); --overwrite allows it, and a folder that a failed start left
     with only config.json is started again without a word."""
-    import flags
+    from infra import flags
     half, logged, saved = tmp_path / "half", tmp_path / "logged", tmp_path / "saved"
     for d in (half, logged, saved):
         d.mkdir()
@@ -203,7 +202,7 @@ def test_names_a_user_mistypes_get_one_line_that_points_the_right_way(tmp_path, 
     Catches: 'humaneva: no such file', the hub hint for a wrong path, a 45-line usage block."""
     import data
     import eval as evaluation
-    import flags
+    from infra import flags
 
     p = run("eval.py", "--dataset", "humaneva", "--out", str(tmp_path))
     assert p.returncode == 1 and p.stderr == (
@@ -231,7 +230,7 @@ def test_a_run_folder_knows_its_model(tmp_path):
     naming another base is one line (ModelError), as is a --compare of runs on two bases. Catches: adapters
     of a 1.5B run loaded onto the embedded 135M base (eval.py's default), a silent wrong base."""
     import eval as evaluation
-    import flags
+    from infra import flags
 
     gpu, cpu = tmp_path / "gpu", tmp_path / "cpu"
     for d, model, device, dtype in ((gpu, "Qwen2.5-Coder-1.5B", "cuda", "bfloat16"), (cpu, models.EMBEDDED, "cpu", "float32")):

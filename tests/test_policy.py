@@ -6,12 +6,12 @@ import pytest
 import torch
 
 import data
-import progress
 import rollout
 import sandbox
-import shared_prompt
 import train
 import update
+from fast import shared_prompt
+from infra import progress
 
 CHATS = [[{"role": "user", "content": "Write a function that adds two numbers."}],
          [{"role": "user", "content": "Hi"}]]  # different lengths: row 2 is left-padded
@@ -151,9 +151,8 @@ def test_num_iterations_reuses_the_sampling_log_probs(tiny_policy, tokenizer, mo
 def test_init_copies_a_runs_adapters(tiny_policy, tokenizer, tmp_path):
     """train.py --init RUN: a fresh policy gets exactly the saved adapters. Catches: weights loaded
     under the wrong adapter name (silently ignored by peft), or the other role's file loaded."""
-    import checkpoint
-    import models
     from conftest import tiny_base
+    from infra import checkpoint, models
 
     checkpoint.save_adapters(tiny_policy, tmp_path)
     fresh = models.add_role_adapters(tiny_base(tokenizer), ["planner", "coder"], r=4, alpha=8)
@@ -187,7 +186,7 @@ def test_non_finite_logits_in_one_sample_skip_the_step(tiny_policy, tokenizer, m
 def test_three_non_finite_steps_stop_with_a_checkpoint(tokenizer, monkeypatch, tmp_path):
     """train.main: steps 1-3 all non-finite -> one-line TrainingError, adapters saved, 3 metric lines."""
     from conftest import tiny_base
-    import models
+    from infra import models
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
     monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0]))
@@ -206,9 +205,8 @@ def test_a_sandbox_that_judges_nothing_stops_the_run_at_a_checkpoint(tokenizer, 
     running train.py, the uid lease is gone...): one-line TrainingError naming the sandbox's own detail,
     a checkpoint at step 2 to --resume from, 2 metric lines. Catches: a run that goes on for hours with
     reward 0, learning nothing (this happened once: five runs side by side judged nothing for ten minutes)."""
-    import checkpoint
     from conftest import tiny_base
-    import models
+    from infra import checkpoint, models
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
     monkeypatch.setattr(sandbox, "run_many", lambda jobs, workers=None, progress=False: [
@@ -358,9 +356,8 @@ def test_gradient_checkpointing_flag_recomputes_in_training_and_sampling_keeps_t
     LoRA gradients equal those without the flag (1e-6), and the sampler still uses the KV cache (every forward
     after the prompt sees one new token). Catches: the flag not reaching the model, checkpointing that changes
     the gradients, the sampler losing its cache under checkpointing (known GRPO bug: generation without it)."""
-    import checkpoint
     from conftest import tiny_base
-    import models
+    from infra import checkpoint, models
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
     r = rollout.from_texts(tokenizer, [CHATS[0], CHATS[0], CHATS[1], CHATS[1]], ["a b", "c", "d e f", "g"])
@@ -436,10 +433,10 @@ def test_sft_loss_equals_transformers_cross_entropy(tiny_policy, tokenizer):
     """sft.train's logged loss (lr 0) equals the mean cross-entropy transformers computes with labels
     = the target tokens + EOS (-100 on the prompt). Catches: the target shifted by one, the prompt
     counted in the loss, the EOS left out of the target."""
-    import coder
     import io
     import random
 
+    import coder
     import sft
 
     problem = data.load("train")[0]
@@ -466,9 +463,9 @@ def test_sft_step_is_one_sgd_step_on_the_cross_entropy(tiny_policy, tokenizer):
     -100 on the prompt); a stale gradient left in .grad (7.0 everywhere) must not leak in; lr is set
     back to --lr after. Catches: no optimizer.zero_grad (the stale 7.0 is added), a summed instead of
     a token-mean loss (a step ~T times too big), the loss sign flipped (a step up the loss)."""
-    import coder
     import random
 
+    import coder
     import sft
 
     problem = data.load("train")[0]

@@ -6,12 +6,12 @@ import random
 import pytest
 import torch
 
-import cpu_linear
 import data
 import grpo
 import rollout
 import sft
 import train
+from fast import cpu_linear
 
 
 def full_batch_loss(policy, tok, chats, targets):

@@ -8,10 +8,10 @@ import torch
 
 import data
 import grpo
-from sandboxing import kinds
 import roles
 import sandbox
 import tree
+from sandboxing import kinds
 
 ADD = data.Problem("t/add", "Write add(a, b) that returns a + b.", "add",
                    ("assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 5) == 5", "assert add(-1, 1) == 0"))
@@ -228,10 +228,9 @@ def test_a_step_with_all_four_roles_updates_exactly_the_adapters_with_signal(tok
     (signal), codes of a plan tie (no signal), repairs split (signal): exactly planner and debugger move.
     Catches: advantages applied to another role's rows, a role without signal stepped, adapters sharing
     weights, an adapter missing for a role."""
-    from conftest import tiny_base
-
-    import models
     import rollout
+    from conftest import tiny_base
+    from infra import models
 
     policy = models.add_role_adapters(tiny_base(tokenizer), list(roles.ROLES), r=4, alpha=8)
     assert set(policy.peft_config) == set(roles.ROLES)

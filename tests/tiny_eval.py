@@ -18,12 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-import cache  # noqa: E402
 import eval as evaluation  # noqa: E402
-import models  # noqa: E402
 import rollout  # noqa: E402
 import sandbox  # noqa: E402
 from conftest import tiny_base  # noqa: E402
+from infra import models
+from measure import cache
 
 torch.set_num_threads(1)
 tok = models.load_tokenizer(str(models.embedded_folder()))

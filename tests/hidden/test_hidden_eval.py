@@ -4,7 +4,7 @@ from math import comb
 
 import pytest
 
-from stats import pass_at_k
+from measure.stats import pass_at_k
 
 
 @pytest.mark.parametrize("n,c,k,want", [

@@ -9,7 +9,6 @@ import torch
 
 import grpo
 
-
 # ---- plain-Python references (lists and floats, no torch): independent of the code under test ----
 
 def ref_group(rewards, valid, scale=True):

