@@ -8,7 +8,9 @@ A role is one short file with three pieces (planner.py is the model):
 plus its place in the tree (tree.py builds it, grpo.tree_advantages credits it):
     "expand"  n children under every node of the level above (Retriever R, Planner G, Coder M);
     "repair"  n children under each program that fails its visible tests (Debugger D); the repairs of
-              one program are one baseline group, rewarded on all tests.
+              one program are one baseline group, rewarded on all tests. Such a role also says which
+              tests are visible (visible_job) and what its prompt is told of them (feedback): tree.py
+              reaches it only through this table.
 
 Adding a fifth role: write its file (the three pieces), add ONE line to ROLES below at its place in the
 order, and its tests (tests/test_<role>.py); `--roles` then accepts any chain that contains it
@@ -37,6 +39,9 @@ class Role:
     budget: str = "max_code_tokens"  # the flag (args attribute) holding its completions' token budget
     sft_upstream: Callable | None = None  # problem -> upstream dict of its SFT prompt (None: no pair); default
     #                                      sft.pairs: the reference plan, when the chain has a Planner
+    visible_job: Callable | None = None  # "repair" roles: (problem, program, timeout_s) -> the sandbox job of the
+    #                                      program's visible tests alone, or None (no visible test: never repaired)
+    feedback: Callable | None = None  # "repair" roles: (problem, visible sandbox.Result) -> what its prompt is told
 
 
 def _planner_messages(problem, upstream: dict) -> list[dict]:
@@ -54,7 +59,7 @@ ROLES = {role.name: role for role in (  # tree order; one line per role
          budget="max_plan_tokens"),
     Role("coder", "expand", _coder_messages, coder.extract_code, "code", coder.sft_target, coder.STOP, True),
     Role("debugger", "repair", debugger.messages, debugger.parse, "repair", debugger.sft_target, debugger.STOP, True,
-         sft_upstream=debugger.sft_upstream),
+         sft_upstream=debugger.sft_upstream, visible_job=debugger.visible_job, feedback=debugger.feedback),
 )}
 
 CHAINS = ("coder", "planner,coder", "planner,coder,debugger", "retriever,planner,coder",

@@ -7,7 +7,7 @@ One tree per problem (a batch is a forest), levels in the order of the chain:
                                                                    +--Debugger x D--> repair --sandbox--> r'
 
 'expand' roles give n children to every node of the level above; a 'repair' role gives n children to
-every program that fails its visible tests (debugger.visible_tests), for `debug_rounds` rounds (training
+every program that fails its visible tests (the role's visible_job, roles.py), for `debug_rounds` rounds (training
 1; evaluation up to 3, each round repairing the repairs that still fail). Every level but the Coder is
 optional: the chains train.py and eval.py run are roles.CHAINS.
 
@@ -32,7 +32,6 @@ import coder
 import grpo
 import roles
 import sandbox
-from mapcoder import debugger
 from reward import no_error
 
 
@@ -133,11 +132,11 @@ def _score(tree, ids, run, timeout_s, reward, judge=True):
         tree.nodes[i].result, tree.nodes[i].reward = res, reward(res)
 
 
-def _failing_visible(tree, ids, run, timeout_s) -> list[int]:
-    """Of the program nodes `ids`, those that fail a visible test (run on the visible tests alone; a
-    program that passed every test passes the visible one and is not run again)."""
+def _failing_visible(tree, ids, run, timeout_s, role) -> list[int]:
+    """Of the program nodes `ids`, those that fail a visible test (run on the visible tests alone, the repair
+    role's visible_job; a program that passed every test passes the visible one and is not run again)."""
     todo = [i for i in ids if tree.nodes[i].result is None or tree.nodes[i].result.verdict != "passed"]
-    jobs = [debugger.visible_job(tree.problems[tree.nodes[i].problem], tree.nodes[i].program, timeout_s) for i in todo]
+    jobs = [role.visible_job(tree.problems[tree.nodes[i].problem], tree.nodes[i].program, timeout_s) for i in todo]
     todo = [i for i, job in zip(todo, jobs) if job is not None]  # no visible test: never repaired
     for i, res in zip(todo, run([job for job in jobs if job is not None]) if todo else []):
         tree.nodes[i].visible = res
@@ -173,13 +172,13 @@ def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4
                 _score(tree, level, run, timeout_s, reward, judge)
         else:  # repair: the programs of the level above that fail a visible test, round after round
             for _ in range(debug_rounds):
-                failing = _failing_visible(tree, level, run, timeout_s)
+                failing = _failing_visible(tree, level, run, timeout_s, role)
                 if not failing:
                     break
                 chats = []
                 for i in failing:
                     up = tree.upstream(i)
-                    up["feedback"] = debugger.feedback(problems[tree.nodes[i].problem], tree.nodes[i].visible)
+                    up["feedback"] = role.feedback(problems[tree.nodes[i].problem], tree.nodes[i].visible)
                     chats.append(role.messages(problems[tree.nodes[i].problem], up))
                 level = _expand(tree, role, failing, chats, sizes[name], generate)
                 _score(tree, level, run, timeout_s, reward, judge)

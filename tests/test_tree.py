@@ -125,6 +125,38 @@ def test_debugger_repairs_only_programs_failing_a_visible_test():
     assert bonus == pytest.approx([1.0, 0.25 + 0.5 * 0.75, 0.0 + 0.5 * 0.5])
 
 
+def test_tree_reaches_a_repair_role_only_through_the_registry(monkeypatch):
+    """tree.py imports no extension role (nothing of mapcoder/ or baselines/): a repair role's visible tests
+    and the feedback its prompt gets come from its roles.ROLES entry. A debugger entry whose visible_job
+    runs only `assert add(0, 5) == 5` and whose feedback is 'FEEDBACK on add(0, 5)' puts that line in the
+    repair prompt of the one failing program (r = 0), and asks for no repair of the passing one (r = 1).
+    Catches: tree.py calling debugger.visible_job / debugger.feedback by name (the entry would be ignored:
+    the prompt would say 'Test: add(1, 2)'), a new repair role needing an edit of tree.py."""
+    import ast
+    source = ast.parse(open(tree.__file__).read())
+    imported = {(n.module or "").split(".")[0] for n in ast.walk(source) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name.split(".")[0] for n in ast.walk(source) if isinstance(n, ast.Import) for a in n.names}
+    assert not imported & {"mapcoder", "baselines", "debugger", "retriever"}
+    seen = []
+
+    def visible_job(problem, program, timeout_s=4.0):
+        seen.append(program)
+        job = problem.sandbox_job(program, timeout_s)
+        job.update(tests=["assert add(0, 5) == 5"], io_tests=[])
+        return job
+
+    import dataclasses
+    entry = dataclasses.replace(roles.ROLES["debugger"], visible_job=visible_job,
+                                feedback=lambda problem, result: f"FEEDBACK on add(0, 5): {result.verdict}")
+    monkeypatch.setitem(roles.ROLES, "debugger", entry)
+    gen = Scripted(coder=[code(1), code(0)], debugger=["Bug.\n" + code(1)])
+    t = tree.build([ADD], ["coder", "debugger"], {"coder": 2, "debugger": 1}, gen, fake_run)
+    assert len(seen) == 1 and "# r=0\n" in seen[0]  # the passing program is not run on its visible tests
+    prompt = gen.chats["debugger"][0][-1]["content"]
+    assert "FEEDBACK on add(0, 5): failed" in prompt and "Test: add(1, 2)" not in prompt
+    assert [t.nodes[i].reward for i in t.of("debugger")] == [1.0]
+
+
 def test_debug_rounds_stop_when_the_visible_test_passes():
     """Evaluation: up to 3 rounds, D = 1. Program r = 0 -> repair 0.5 (still fails visible) -> repair 1
     (passes): 2 rounds, not 3; the final program is the last repair. Catches: rounds that continue after
