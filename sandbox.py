@@ -92,8 +92,7 @@ from sandboxing import bombs, check, judge, kinds, launch, memory, process, spec
 from sandboxing import cost as costs
 from sandboxing.confine import SAFE
 from sandboxing.judge import VERDICTS  # noqa: F401  (re-exported: sandbox.VERDICTS)
-from sandboxing.kinds import _plan  # noqa: F401  (re-exported: sandbox._plan)
-from sandboxing.process import HERE, UID_BASE, UID_COUNT, UNSHARE, UNSHARE_USER  # noqa: F401  (re-exported)
+from sandboxing.process import UNSHARE, UNSHARE_USER
 
 MEMORY_MB = 1024  # address space on top of a fresh interpreter's (~13 MiB): `import numpy` maps ~90 MiB
 #                   of it, each thread 8 MiB of stack and at most one 64 MiB malloc arena

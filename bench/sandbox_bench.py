@@ -129,7 +129,7 @@ def io_row(workers, timeout, repeat, problems=None, source=None):
         print(f"{harness:28s} {passed:>4d}/{n:<4d} {wall:7.2f} {rates[harness]:13.1f} {ratio:5.2f}x")
 
 
-ROOTLESS_UID = 61236  # an unprivileged uid of the bench's own (not an account, not sandbox.UID_BASE's range)
+ROOTLESS_UID = 61236  # an unprivileged uid of the bench's own (not an account, not sandboxing.process.UID_BASE's range)
 SANDBOX_FILES = ("sandbox.py", "sandboxing/process.py", "sandboxing/runner.py", "sandboxing/child.py", "sandboxing/confine.py",
                  "sandboxing/io_tests.py", "sandboxing/judge_process.py", "sandboxing/check.py", "sandboxing/judge.py", "data/problem.py", "sandboxing/checkers.py",
                  "sandboxing/special_checker.py")

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 import sandbox
+from sandboxing import kinds
 
 DOUBLE = "def f(x):\n    return 2 * x\n"
 
@@ -126,13 +127,25 @@ def test_subclasses_of_builtins_are_compared_by_their_value():
     assert r.verdict == "passed"
 
 
+def test_sandbox_py_passes_on_no_internal():
+    """sandbox.py's surface is what other modules use: it imports no private name of sandboxing/, and of what
+    it imports it passes on unused only VERDICTS (measure/scoring.py counts verdicts by it). Catches: a module
+    or a test reaching an internal (kinds._plan, process.HERE, process.UID_BASE) through sandbox.py."""
+    import ast
+    source = ast.parse(open(sandbox.__file__).read())
+    imported = {a.asname or a.name for n in ast.walk(source) if isinstance(n, ast.ImportFrom) for a in n.names}
+    used = {n.id for n in ast.walk(source) if isinstance(n, ast.Name)}
+    assert sorted(name for name in imported if name.startswith("_")) == []
+    assert imported - used == {"VERDICTS"}
+
+
 def test_plan_splits_value_tests_from_statements():
-    assert sandbox._plan("assert f([1, 2]) == (3, 'a')") == ("value", "f([1, 2])", (3, "a"))
-    assert sandbox._plan("assert -1 == f(x)") == ("value", "f(x)", -1)
-    assert sandbox._plan("assert f(x) == y")[0] == "statement"  # y is not a literal
-    assert sandbox._plan("assert f(x) != 1")[0] == "statement"
-    assert sandbox._plan("check(f)") == ("statement", "check(f)", None)
-    assert sandbox._plan("assert f(")[0] == "statement"  # the child reports the SyntaxError
+    assert kinds._plan("assert f([1, 2]) == (3, 'a')") == ("value", "f([1, 2])", (3, "a"))
+    assert kinds._plan("assert -1 == f(x)") == ("value", "f(x)", -1)
+    assert kinds._plan("assert f(x) == y")[0] == "statement"  # y is not a literal
+    assert kinds._plan("assert f(x) != 1")[0] == "statement"
+    assert kinds._plan("check(f)") == ("statement", "check(f)", None)
+    assert kinds._plan("assert f(")[0] == "statement"  # the child reports the SyntaxError
 
 
 def test_result_is_frozen_and_serialisable():

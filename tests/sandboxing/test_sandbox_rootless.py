@@ -22,10 +22,10 @@ import test_sandbox_forgery as forgery
 import test_sandbox_memory as memory_tests
 
 import sandbox
-from sandboxing import cgroup, memory
+from sandboxing import cgroup, memory, process
 
 SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
-UID = 61234  # an unprivileged uid of the tests' own, outside sandbox.UID_BASE's range and not an account
+UID = 61234  # an unprivileged uid of the tests' own, outside process.UID_BASE's range and not an account
 FILES = ("sandbox.py", "data/problem.py", "tests/sandboxing/sandbox_as_user.py", "tests/sandboxing/no_namespaces.py")  # and sandboxing/
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="drops to an unprivileged uid: needs root (as CI)"),
               pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no system python3 that another uid can run")]
@@ -47,8 +47,8 @@ class User:
         with open(self.answers, "w") as f:
             f.write('{"solution": "def f(x):\\n    return 2 * x\\n"}\n')
         for name in FILES:
-            shutil.copy(os.path.join(sandbox.HERE, name), self.copy)
-        shutil.copytree(os.path.join(sandbox.HERE, "sandboxing"), os.path.join(self.copy, "sandboxing"),
+            shutil.copy(os.path.join(process.HERE, name), self.copy)
+        shutil.copytree(os.path.join(process.HERE, "sandboxing"), os.path.join(self.copy, "sandboxing"),
                         ignore=shutil.ignore_patterns("__pycache__"))
         with open(os.path.join(self.home, "secret"), "w") as f:
             f.write("hunter2")
@@ -334,6 +334,6 @@ def test_root_without_namespaces_keeps_a_leased_uid_and_kills_by_uid(user):
     assert refused[:2] == ["uid", "sandbox_error"] and "cannot isolate" in refused[2]
     assert ran[0] == "uid" and ran[1] == "failed" and ran[3] is True
     uid = int(ran[2].rsplit("(got ", 1)[1].rstrip(")"))  # the run's uid: its own, not root's
-    assert sandbox.UID_BASE <= uid < sandbox.UID_BASE + sandbox.UID_COUNT
+    assert process.UID_BASE <= uid < process.UID_BASE + process.UID_COUNT
     # killed: what is left of them is a zombie until init reaps it (its parent, the runner, is gone too)
     assert [p for p in filter(str.isdigit, os.listdir("/proc")) if _uid_of(p) == uid and _state(p) != "Z"] == []
