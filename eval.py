@@ -426,7 +426,7 @@ def main(argv=None):
     args = get_args(argv)
     STORE = args.cache
     if args.protocol == "release":
-        return release_eval.main(args)
+        return release_eval.main(args, subset, load_runs, sample_as)
     torch.manual_seed(args.seed)
     datasets, set_sizes = {}, {}  # the problems evaluated, and how many the set has
     for spec in args.datasets.split(","):

@@ -56,15 +56,16 @@ def summary(verdicts: list[list[str]]) -> dict:
             for name, xs in per.items()}
 
 
-def main(args) -> dict:
+def main(args, subset, load_runs, sample_as) -> dict:
     """eval.py --protocol release: every dataset, the base model (and --adapters' run) through the protocol;
-    prints one Markdown table and writes the JSON (one row per problem: its K verdicts)."""
+    prints one Markdown table and writes the JSON (one row per problem: its K verdicts). eval.py hands over its
+    own seeded problem subset (subset), adapter loading (load_runs) and sampler (sample_as), so that nothing here
+    imports the entry script above it."""
     from functools import partial
 
     import torch
 
     import data
-    import eval as evaluation
     import sandbox
     from infra import models
     from measure import scoring
@@ -74,14 +75,14 @@ def main(args) -> dict:
     sets = {}
     for spec in args.datasets.split(","):
         problems = checkers.use(data.load(spec)[:args.limit], args.checker)
-        sets[spec] = [problems[i] for i in evaluation.subset(problems, args.sample, spec)]
+        sets[spec] = [problems[i] for i in subset(problems, args.sample, spec)]
     isolation = sandbox.require(args.unsafe_sandbox, memory_mb=args.sandbox_memory)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     model, tok = models.load_base(args.model, device, models.default_quant(device) if args.quant == "auto"
                                   else args.quant, dtype=args.dtype)
     systems = [("base plan", None)]
     if args.adapters:
-        model, runs, _, _ = evaluation.load_runs(model, [args.adapters])
+        model, runs, _, _ = load_runs(model, [args.adapters])
         systems.append(("trained plan", runs[0][1]))
     model.eval()
     out = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}", "model": args.model,
@@ -90,7 +91,7 @@ def main(args) -> dict:
     for spec, problems in sets.items():
         for name, adapters in systems:
             t = time.perf_counter()
-            progs = programs(partial(evaluation.sample_as, model, tok, adapters), problems, args, args.n, args.temperature)
+            progs = programs(partial(sample_as, model, tok, adapters), problems, args, args.n, args.temperature)
             rows = scoring.score(problems, progs, [1], args)["problems"]
             s = summary([r["verdicts"] for r in rows])
             out["results"].setdefault(spec, {})[name] = {**s, "seconds": time.perf_counter() - t, "problems": [
