@@ -66,19 +66,36 @@ CALLS = {
                                 open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                                 mount_setattr=442, setns=308, bpf=321, vmsplice=278, clone3=435, unshare=272, clone=56,
                                 setsockopt=54, socket=41, ptrace=101, process_vm_readv=310, process_vm_writev=311,
-                                pidfd_getfd=438, keyctl=250, add_key=248, request_key=249, perf_event_open=298)),
+                                pidfd_getfd=438, keyctl=250, add_key=248, request_key=249, perf_event_open=298,
+                                socketpair=53, prlimit64=302, setpriority=141, ioprio_set=251, sched_setaffinity=203,
+                                sched_setscheduler=144, sched_setparam=142, sched_setattr=314)),
     "aarch64": (0xC00000B7, dict(memfd_create=279, shmget=194, msgget=186, io_uring_setup=425, io_uring_enter=426,
                                  io_uring_register=427, userfaultfd=282, mount=40, umount2=39, pivot_root=41,
                                  open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                                  mount_setattr=442, setns=268, bpf=280, vmsplice=75, clone3=435, unshare=97, clone=220,
                                  setsockopt=208, socket=198, ptrace=117, process_vm_readv=270, process_vm_writev=271,
-                                 pidfd_getfd=438, keyctl=219, add_key=217, request_key=218, perf_event_open=241)),
+                                 pidfd_getfd=438, keyctl=219, add_key=217, request_key=218, perf_event_open=241,
+                                 socketpair=199, prlimit64=261, setpriority=140, ioprio_set=30, sched_setaffinity=122,
+                                 sched_setscheduler=119, sched_setparam=118, sched_setattr=274)),
 }
 WITH_FALLBACK = ("memfd_create", "shmget", "msgget", "io_uring_setup", "io_uring_enter", "io_uring_register",
                  "userfaultfd", "clone3")  # refused as ENOSYS: "not here", which callers fall back from
 ISOLATING = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "keyctl", "add_key",
              "request_key", "perf_event_open")  # refused with `isolate` only
 CLONE_PARENT = 0x00008000
+AND = 0x54  # BPF_ALU|AND|K: the accumulator &= k
+ALL, AF_UNIX, SOCK_STREAM, SOCK_SEQPACKET = 0xFFFFFFFF, 1, 1, 5
+# `isolate`: calls allowed only with these arguments, [(arg, mask, allowed values)], each must hold (the low 32
+# bits of the argument, `& mask`, one of the values). A pid of 0 is the caller itself: the run may set its
+# own limits, priority and CPUs, but not those of the trainer's or the keeper's (the same uid: the kernel
+# allows it, Landlock does not look). socketpair: a connected pair that cannot reach anything else; a datagram
+# one can (sendto or connect to a host's unix socket file).
+OWN_ONLY = {"prlimit64": [(0, ALL, (0,))], "sched_setaffinity": [(0, ALL, (0,))],
+            "sched_setscheduler": [(0, ALL, (0,))], "sched_setparam": [(0, ALL, (0,))],
+            "sched_setattr": [(0, ALL, (0,))],
+            "setpriority": [(0, ALL, (0,)), (1, ALL, (0,))],  # PRIO_PROCESS, who 0 (not PRIO_PGRP / PRIO_USER)
+            "ioprio_set": [(0, ALL, (1,)), (1, ALL, (0,))],  # IOPRIO_WHO_PROCESS, who 0
+            "socketpair": [(0, ALL, (AF_UNIX,)), (1, 0xF, (SOCK_STREAM, SOCK_SEQPACKET))]}  # type & 0xF: less flags
 
 
 def program(machine, isolate=False):
@@ -93,7 +110,8 @@ def program(machine, isolate=False):
     def op(kind, k, jt=0, jf=0):
         code.append([kind, jt, jf, k])
 
-    refused = [name for name in nr if name not in ("unshare", "clone", "setsockopt")
+    checked = OWN_ONLY if isolate else {}
+    refused = [name for name in nr if name not in ("unshare", "clone", "setsockopt", *OWN_ONLY)
                and (isolate or name not in ISOLATING)]
     op(LD_ABS, 4)  # arch
     op(JEQ, arch, 1, 0)
@@ -107,6 +125,8 @@ def program(machine, isolate=False):
     op(JEQ, nr["unshare"], "flags", 0)
     op(JEQ, nr["clone"], "flags", 0)
     op(JEQ, nr["setsockopt"], "sockopt", 0)
+    for name in checked:
+        op(JEQ, nr[name], name, 0)
     op(RET, RET_ALLOW)
     labels = {"flags": len(code)}
     op(LD_ABS, 16)  # args[0], its low 32 bits (little-endian): the flags of unshare and clone
@@ -121,6 +141,19 @@ def program(machine, isolate=False):
         op(JEQ, option, 0, 1)
         op(RET, RET_ERRNO | EPERM)
     op(RET, RET_ALLOW)
+    for name, conditions in checked.items():  # each: load the argument, mask it, compare; any miss: refused
+        labels[name] = len(code)
+        for c, (arg, mask, values) in enumerate(conditions):
+            labels[f"{name} {c}"] = len(code)
+            op(LD_ABS, 16 + 8 * arg)
+            if mask != ALL:
+                op(AND, mask)
+            for v, value in enumerate(values):
+                op(JEQ, value, f"{name} {c + 1}", 0 if v < len(values) - 1 else f"{name} refused")
+        labels[f"{name} {len(conditions)}"] = len(code)
+        op(RET, RET_ALLOW)
+        labels[f"{name} refused"] = len(code)
+        op(RET, RET_ERRNO | EPERM)
     for i, ins in enumerate(code):
         for j in (1, 2):
             if isinstance(ins[j], str):

@@ -57,7 +57,41 @@ def tier_cases(u):
                "os.listdir('/proc')))):\n        try:\n            os.kill(pid, 0)\n            hit.append(pid)\n"
                "        except OSError:\n            pass\n    return [p for p in hit if p > 0 and p not in RUN]\n"
                "RUN = {os.getpid()}\n")
+    # The first thread alone exits (the exit system call, not exit_group): /proc/<pid>/stat reads "Z" while
+    # the other thread runs on, in a session of its own -- once taken for a zombie, it outlived the run.
+    leader = ("import ctypes, os, threading, time\nlibc = ctypes.CDLL(None)\nEXIT = {'x86_64': 60, 'aarch64': 93}"
+              "[os.uname().machine]\ndef f():\n    if os.fork() == 0:\n        os.setsid()\n"
+              "        threading.Thread(target=time.sleep, args=(30,)).start()\n        libc.syscall(EXIT, 0)\n"
+              "    time.sleep(0.3)\n    return 'left'\n")
+    # What the kernel lets a process do to another of its uid's, unseen by Landlock: its rlimits (RLIMIT_CPU 1 s
+    # kills the trainer), CPUs, priority, I/O priority, scheduler -- tried on the keeper and the trainer, each
+    # set to what it already is.
+    others = ("import ctypes, os, resource\nlibc = ctypes.CDLL(None)\nIOPRIO_SET = {'x86_64': 251, 'aarch64': 30}"
+              "[os.uname().machine]\ndef parent(pid):\n"
+              "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+              "def f():\n    done = []\n    keeper = os.getppid()  # 0 in a pid namespace: nothing to try there\n"
+              "    for pid in (keeper, parent(keeper)) if keeper > 1 else ():\n"
+              "        for name, call in (('prlimit', lambda: resource.prlimit(pid, resource.RLIMIT_CORE, "
+              "resource.prlimit(pid, resource.RLIMIT_CORE))),\n"
+              "                           ('affinity', lambda: os.sched_setaffinity(pid, os.sched_getaffinity(pid))),\n"
+              "                           ('nice', lambda: os.setpriority(os.PRIO_PROCESS, pid, "
+              "os.getpriority(os.PRIO_PROCESS, pid))),\n"
+              "                           ('scheduler', lambda: os.sched_setscheduler(pid, os.SCHED_OTHER, "
+              "os.sched_param(0)))):\n"
+              "            try:\n                call()\n                done.append(f'{name} {pid}')\n"
+              "            except OSError:\n                pass\n"
+              "        if libc.syscall(IOPRIO_SET, 1, pid, 0) == 0:\n            done.append(f'ioprio {pid}')\n"
+              "    return done\n")
+    # A datagram pair can sendto (or connect to) any unix socket file of the host's: Landlock up to ABI 7 does
+    # not check that, and socket() being refused does not stop it.
+    datagram = (f"import os, socket\ndef f():\n    try:\n        socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+                f"    except OSError:\n        return 'refused'\n"
+                f"    return 'made' if os.path.exists({u.other!r}) else 'no host socket in sight'\n")
     return [
+        ("leaves a process whose first thread has exited", leader, ["assert f() == 'left'"], {"timeout_s": 1.0}),
+        ("sets the limits, CPUs or priority of the keeper and the trainer", others, ["assert f() == []"],
+         {"timeout_s": 1.0}),
+        ("makes a datagram socket pair", datagram, ["assert f() != 'made'"], {"timeout_s": 1.0}),
         ("reads the trainer's environment through /proc/<pid>/environ", environ, ["assert f() == []"],
          {"timeout_s": 2.0}),
         ("lists the trainer's cwd through /proc/<pid>/cwd", cwd, ["assert f() == []"], {"timeout_s": 2.0}),
@@ -184,11 +218,62 @@ def test_check_says_why_a_leased_uid_cannot_run_this_interpreter():
 def test_the_isolating_filter_refuses_nine_calls_more():
     """seccomp.program(isolate=True): the memory filter's 21 refusals + 9 (socket, ptrace, process_vm_readv,
     process_vm_writev, pidfd_getfd, keyctl, add_key, request_key, perf_event_open), 2 instructions each;
-    CLONE_PARENT joins the namespace flags in the one JSET (same length)."""
+    CLONE_PARENT joins the namespace flags in the one JSET (same length); 8 calls whose arguments are checked
+    (OWN_ONLY): a jump to each, then per call a load and a compare per condition (socketpair: an AND and two
+    compares for its type) and two returns: 5 x 4 + 2 x 6 + 8 = 40, with the jumps 48."""
     for machine in seccomp.CALLS:
         plain, isolating = seccomp.program(machine), seccomp.program(machine, isolate=True)
-        assert (len(isolating) - len(plain)) // 8 == 2 * 9
+        assert (len(isolating) - len(plain)) // 8 == 2 * 9 + 48
     assert seccomp.CLONE_PARENT & seccomp.NAMESPACE_FLAGS == 0
+
+
+def test_the_isolating_filter_keeps_a_process_to_itself():
+    """Under seccomp.refuse(isolate=True) (a fork of this process): its own rlimit, CPUs and priority may be
+    set, its parent's not (EPERM), nor every process of the uid's (PRIO_USER); a stream socket pair may be made,
+    a datagram one not (it could sendto a host's unix socket file), nor a pair of another family."""
+    import errno
+    import resource
+    script = """
+def tries():
+    parent, out = os.getppid(), []
+    for name, call in (
+            ("own rlimit", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))),
+            ("own CPUs", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+            ("own priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))),
+            ("stream pair", lambda: socket.socketpair()),
+            ("parent's rlimit", lambda: resource.prlimit(parent, resource.RLIMIT_CORE, resource.prlimit(parent, resource.RLIMIT_CORE))),
+            ("parent's CPUs", lambda: os.sched_setaffinity(parent, os.sched_getaffinity(parent))),
+            ("parent's scheduler", lambda: os.sched_setscheduler(parent, os.SCHED_OTHER, os.sched_param(0))),
+            ("the uid's priority", lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_USER, 0))),
+            ("datagram pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)),
+            ("datagram pair, non-blocking", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK)),
+            ("AF_INET pair", lambda: socket.socketpair(socket.AF_INET))):
+        try:
+            call()
+            out.append((name, 0))
+        except OSError as e:
+            out.append((name, e.errno))
+    return out
+"""
+    namespace = {"os": os, "resource": resource, "socket": socket}
+    exec(script, namespace)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            seccomp.refuse(isolate=True)
+            os.write(write_end, repr(namespace["tries"]()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    got = dict(eval(os.read(read_end, 1 << 16)))
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert got == {"own rlimit": 0, "own CPUs": 0, "own priority": 0, "stream pair": 0,
+                   "parent's rlimit": errno.EPERM, "parent's CPUs": errno.EPERM, "parent's scheduler": errno.EPERM,
+                   "the uid's priority": errno.EPERM, "datagram pair": errno.EPERM,
+                   "datagram pair, non-blocking": errno.EPERM, "AF_INET pair": errno.EPERM}
 
 
 def test_landlock_reads_all_but_the_answers(tmp_path):
