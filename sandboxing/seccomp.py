@@ -30,12 +30,21 @@ these refused too (`isolate`):
     socket                      every family: no network (TCP, UDP, raw), and no AF_UNIX socket to connect
                                 to a host socket file by path (Landlock, ABI 7 and before, does not check
                                 connect(2) on a unix socket file) or to an abstract name; socketpair stays
-                                (multiprocessing, asyncio's self-pipe)
+                                for AF_UNIX stream pairs (multiprocessing, asyncio's self-pipe; below)
     ptrace, process_vm_readv /  no reading or writing another process's memory, or taking its fds
       writev, pidfd_getfd
     keyctl, add_key,            the caller's keyrings (a login's tokens)
       request_key
     perf_event_open             the kernel's and other processes' events
+    chmod, chown, utime(s),     a file's mode, owner, times and extended attributes: Landlock does not check
+      utimensat, *xattr and       them, so an ordinary user's run could chmod, touch or tag every file of
+      their f/l/at forms          theirs it can name (the home, the project, the venv through an fd it read)
+    socketpair but AF_UNIX      a datagram pair can sendto or connect to a host's unix socket file
+      stream / seqpacket
+    prlimit64, setpriority,     on another process than the caller (pid 0): the trainer's and the keeper's
+      ioprio_set, sched_set-      are the same uid's, and the kernel lets a uid set its own processes' rlimits
+      affinity/scheduler/         (RLIMIT_CPU 1 s kills the trainer), priority and CPUs (OWN_ONLY)
+      param/attr
     clone with CLONE_PARENT     a child of the trainer's, outside the run's tree (landlock.keep)
 
 Refused calls fail with EPERM (ENOSYS where a fallback exists: memfd, clone3, io_uring, SysV), so a
@@ -68,7 +77,10 @@ CALLS = {
                                 setsockopt=54, socket=41, ptrace=101, process_vm_readv=310, process_vm_writev=311,
                                 pidfd_getfd=438, keyctl=250, add_key=248, request_key=249, perf_event_open=298,
                                 socketpair=53, prlimit64=302, setpriority=141, ioprio_set=251, sched_setaffinity=203,
-                                sched_setscheduler=144, sched_setparam=142, sched_setattr=314)),
+                                sched_setscheduler=144, sched_setparam=142, sched_setattr=314, chmod=90, fchmod=91,
+                                fchmodat=268, fchmodat2=452, chown=92, fchown=93, lchown=94, fchownat=260, utime=132,
+                                utimes=235, futimesat=261, utimensat=280, setxattr=188, lsetxattr=189, fsetxattr=190,
+                                removexattr=197, lremovexattr=198, fremovexattr=199, setxattrat=463, removexattrat=466)),
     "aarch64": (0xC00000B7, dict(memfd_create=279, shmget=194, msgget=186, io_uring_setup=425, io_uring_enter=426,
                                  io_uring_register=427, userfaultfd=282, mount=40, umount2=39, pivot_root=41,
                                  open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
@@ -76,12 +88,18 @@ CALLS = {
                                  setsockopt=208, socket=198, ptrace=117, process_vm_readv=270, process_vm_writev=271,
                                  pidfd_getfd=438, keyctl=219, add_key=217, request_key=218, perf_event_open=241,
                                  socketpair=199, prlimit64=261, setpriority=140, ioprio_set=30, sched_setaffinity=122,
-                                 sched_setscheduler=119, sched_setparam=118, sched_setattr=274)),
+                                 sched_setscheduler=119, sched_setparam=118, sched_setattr=274, fchmod=52, fchmodat=53,
+                                 fchmodat2=452, fchown=55, fchownat=54, utimensat=88, setxattr=5, lsetxattr=6,
+                                 fsetxattr=7, removexattr=14, lremovexattr=15, fremovexattr=16, setxattrat=463,
+                                 removexattrat=466)),
 }
 WITH_FALLBACK = ("memfd_create", "shmget", "msgget", "io_uring_setup", "io_uring_enter", "io_uring_register",
                  "userfaultfd", "clone3")  # refused as ENOSYS: "not here", which callers fall back from
+METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+            "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+            "fremovexattr", "setxattrat", "removexattrat")  # a file's mode, owner, times, xattrs: Landlock lets them by
 ISOLATING = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "keyctl", "add_key",
-             "request_key", "perf_event_open")  # refused with `isolate` only
+             "request_key", "perf_event_open", *METADATA)  # refused with `isolate` only
 CLONE_PARENT = 0x00008000
 AND = 0x54  # BPF_ALU|AND|K: the accumulator &= k
 ALL, AF_UNIX, SOCK_STREAM, SOCK_SEQPACKET = 0xFFFFFFFF, 1, 1, 5

@@ -87,7 +87,14 @@ def tier_cases(u):
     datagram = (f"import os, socket\ndef f():\n    try:\n        socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
                 f"    except OSError:\n        return 'refused'\n"
                 f"    return 'made' if os.path.exists({u.other!r}) else 'no host socket in sight'\n")
+    # Landlock does not check a file's metadata: as the user, a run could chmod, touch, tag any file of theirs.
+    metadata = (f"import os\ndef f():\n    done = []\n    for path in ({u.home + '/secret'!r}, {u.copy + '/sandbox.py'!r}):\n"
+                "        for name, call in (('chmod', lambda: os.chmod(path, 0o777)), ('utime', lambda: os.utime(path, "
+                "(0, 0))),\n                           ('xattr', lambda: os.setxattr(path, 'user.run', b'x'))):\n"
+                "            try:\n                call()\n                done.append(f'{name} {path}')\n"
+                "            except OSError:\n                pass\n    return done\n")
     return [
+        ("changes the mode, times, xattrs of the user's files", metadata, ["assert f() == []"], {"timeout_s": 1.0}),
         ("leaves a process whose first thread has exited", leader, ["assert f() == 'left'"], {"timeout_s": 1.0}),
         ("sets the limits, CPUs or priority of the keeper and the trainer", others, ["assert f() == []"],
          {"timeout_s": 1.0}),
@@ -217,20 +224,22 @@ def test_check_says_why_a_leased_uid_cannot_run_this_interpreter():
 
 def test_the_isolating_filter_refuses_nine_calls_more():
     """seccomp.program(isolate=True): the memory filter's 21 refusals + 9 (socket, ptrace, process_vm_readv,
-    process_vm_writev, pidfd_getfd, keyctl, add_key, request_key, perf_event_open), 2 instructions each;
+    process_vm_writev, pidfd_getfd, keyctl, add_key, request_key, perf_event_open) + the metadata calls the machine
+    has (x86_64 20: chmod ... removexattrat; aarch64 14: only the f- and -at forms), 2 instructions each;
     CLONE_PARENT joins the namespace flags in the one JSET (same length); 8 calls whose arguments are checked
     (OWN_ONLY): a jump to each, then per call a load and a compare per condition (socketpair: an AND and two
     compares for its type) and two returns: 5 x 4 + 2 x 6 + 8 = 40, with the jumps 48."""
     for machine in seccomp.CALLS:
         plain, isolating = seccomp.program(machine), seccomp.program(machine, isolate=True)
-        assert (len(isolating) - len(plain)) // 8 == 2 * 9 + 48
+        assert (len(isolating) - len(plain)) // 8 == 2 * (9 + {"x86_64": 20, "aarch64": 14}[machine]) + 48
     assert seccomp.CLONE_PARENT & seccomp.NAMESPACE_FLAGS == 0
 
 
-def test_the_isolating_filter_keeps_a_process_to_itself():
+def test_the_isolating_filter_keeps_a_process_to_itself(tmp_path):
     """Under seccomp.refuse(isolate=True) (a fork of this process): its own rlimit, CPUs and priority may be
     set, its parent's not (EPERM), nor every process of the uid's (PRIO_USER); a stream socket pair may be made,
-    a datagram one not (it could sendto a host's unix socket file), nor a pair of another family."""
+    a datagram one not (it could sendto a host's unix socket file), nor a pair of another family; a file's mode,
+    times and extended attributes stay as they are (through its path or an fd)."""
     import errno
     import resource
     script = """
@@ -247,7 +256,9 @@ def tries():
             ("the uid's priority", lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_USER, 0))),
             ("datagram pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)),
             ("datagram pair, non-blocking", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK)),
-            ("AF_INET pair", lambda: socket.socketpair(socket.AF_INET))):
+            ("AF_INET pair", lambda: socket.socketpair(socket.AF_INET)),
+            ("chmod", lambda: os.chmod(PATH, 0o666)), ("fchmod", lambda: os.chmod(os.open(PATH, os.O_RDONLY), 0o666)),
+            ("utime", lambda: os.utime(PATH, (0, 0))), ("setxattr", lambda: os.setxattr(PATH, "user.run", b"x"))):
         try:
             call()
             out.append((name, 0))
@@ -255,7 +266,9 @@ def tries():
             out.append((name, e.errno))
     return out
 """
-    namespace = {"os": os, "resource": resource, "socket": socket}
+    path = tmp_path / "the user's"
+    path.write_text("mine")
+    namespace = {"os": os, "resource": resource, "socket": socket, "PATH": str(path)}
     exec(script, namespace)
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -273,7 +286,9 @@ def tries():
     assert got == {"own rlimit": 0, "own CPUs": 0, "own priority": 0, "stream pair": 0,
                    "parent's rlimit": errno.EPERM, "parent's CPUs": errno.EPERM, "parent's scheduler": errno.EPERM,
                    "the uid's priority": errno.EPERM, "datagram pair": errno.EPERM,
-                   "datagram pair, non-blocking": errno.EPERM, "AF_INET pair": errno.EPERM}
+                   "datagram pair, non-blocking": errno.EPERM, "AF_INET pair": errno.EPERM, "chmod": errno.EPERM,
+                   "fchmod": errno.EPERM, "utime": errno.EPERM, "setxattr": errno.EPERM}
+    assert (path.stat().st_mode & 0o777, path.read_text()) == (0o644, "mine")
 
 
 def test_landlock_reads_all_but_the_answers(tmp_path):
