@@ -314,3 +314,14 @@ def test_the_runs_files_count_against_its_budget(user):
     out = user.run(cases[:1], wrap=WRAP, budget_mb=64) + user.run(cases[1:], wrap=WRAP)
     assert [(c["verdict"], c["changes"], c["left"]) for c in out] == [("memory", [], [])] * 2, [c["detail"] for c in out]
     assert "more than 4096 files" in out[1]["detail"]
+
+
+def test_the_runs_files_count_against_its_budget_with_a_cgroup(user):
+    """As root (a memory cgroup for the run): 24 files of 8 MiB in its work dir, on the host's /tmp, against a
+    64 MiB budget. They passed (the cgroup wrote back and dropped their pages); now `memory`, said as files."""
+    many = ("import time\ndef f():\n    for i in range(24):\n        with open(f'big{i}', 'wb') as g:\n"
+            "            g.write(b'x' * (8 << 20))\n    time.sleep(1.5)\n    return 'kept'\n")
+    out = user.run([["192 MiB of files", many, ["assert f() == 'kept'"], {"timeout_s": 3.0}]], wrap=WRAP,
+                   budget_mb=64, as_root=True)
+    assert [(c["verdict"], c["changes"], c["left"]) for c in out] == [("memory", [], [])], [c["detail"] for c in out]
+    assert out[0]["detail"].endswith("MiB in its files (work dir, /dev/shm)"), out[0]["detail"]
