@@ -39,6 +39,12 @@ these refused too (`isolate`):
     chmod, chown, utime(s),     a file's mode, owner, times and extended attributes: Landlock does not check
       utimensat, *xattr and       them, so an ordinary user's run could chmod, touch or tag every file of
       their f/l/at forms          theirs it can name (the home, the project, the venv through an fd it read)
+    shmat, shmctl, shmdt,       the host's SysV IPC (no IPC namespace here): a segment, semaphore or queue of
+      sem*, msg* (snd, rcv,       the user's is reached by its id, a small number (a run read another process's
+      ctl), mq_open, mq_unlink    segment), and one made outlives the run; a POSIX message queue is made even
+                                  where Landlock refuses to open it, and stays
+    inotify_add_watch,          a watch on any folder that may be read (the home: Landlock does not check it)
+      fanotify_init               names every file opened, made or removed there while the run lasts
     socketpair but AF_UNIX      a datagram pair can sendto or connect to a host's unix socket file
       stream / seqpacket
     prlimit64, setpriority,     on another process than the caller (pid 0): the trainer's and the keeper's
@@ -80,7 +86,10 @@ CALLS = {
                                 sched_setscheduler=144, sched_setparam=142, sched_setattr=314, chmod=90, fchmod=91,
                                 fchmodat=268, fchmodat2=452, chown=92, fchown=93, lchown=94, fchownat=260, utime=132,
                                 utimes=235, futimesat=261, utimensat=280, setxattr=188, lsetxattr=189, fsetxattr=190,
-                                removexattr=197, lremovexattr=198, fremovexattr=199, setxattrat=463, removexattrat=466)),
+                                removexattr=197, lremovexattr=198, fremovexattr=199, setxattrat=463, removexattrat=466,
+                                shmat=30, shmctl=31, shmdt=67, semget=64, semop=65, semctl=66, semtimedop=220, msgsnd=69,
+                                msgrcv=70, msgctl=71, mq_open=240, mq_unlink=241, inotify_add_watch=254,
+                                fanotify_init=300)),
     "aarch64": (0xC00000B7, dict(memfd_create=279, shmget=194, msgget=186, io_uring_setup=425, io_uring_enter=426,
                                  io_uring_register=427, userfaultfd=282, mount=40, umount2=39, pivot_root=41,
                                  open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
@@ -91,15 +100,20 @@ CALLS = {
                                  sched_setscheduler=119, sched_setparam=118, sched_setattr=274, fchmod=52, fchmodat=53,
                                  fchmodat2=452, fchown=55, fchownat=54, utimensat=88, setxattr=5, lsetxattr=6,
                                  fsetxattr=7, removexattr=14, lremovexattr=15, fremovexattr=16, setxattrat=463,
-                                 removexattrat=466)),
+                                 removexattrat=466, shmat=196, shmctl=195, shmdt=197, semget=190, semop=193, semctl=191,
+                                 semtimedop=192, msgsnd=189, msgrcv=188, msgctl=187, mq_open=180, mq_unlink=181,
+                                 inotify_add_watch=27, fanotify_init=262)),
 }
 WITH_FALLBACK = ("memfd_create", "shmget", "msgget", "io_uring_setup", "io_uring_enter", "io_uring_register",
                  "userfaultfd", "clone3")  # refused as ENOSYS: "not here", which callers fall back from
 METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
             "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
             "fremovexattr", "setxattrat", "removexattrat")  # a file's mode, owner, times, xattrs: Landlock lets them by
+HOST_IPC = ("shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgsnd", "msgrcv", "msgctl",
+            "mq_open", "mq_unlink")  # the host's SysV IPC and POSIX message queues: no IPC namespace here
+WATCHES = ("inotify_add_watch", "fanotify_init")  # names of the files opened, made, removed in a watched folder
 ISOLATING = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "keyctl", "add_key",
-             "request_key", "perf_event_open", *METADATA)  # refused with `isolate` only
+             "request_key", "perf_event_open", *METADATA, *HOST_IPC, *WATCHES)  # refused with `isolate` only
 CLONE_PARENT = 0x00008000
 AND = 0x54  # BPF_ALU|AND|K: the accumulator &= k
 ALL, AF_UNIX, SOCK_STREAM, SOCK_SEQPACKET = 0xFFFFFFFF, 1, 1, 5

@@ -93,7 +93,14 @@ def tier_cases(u):
                 "(0, 0))),\n                           ('xattr', lambda: os.setxattr(path, 'user.run', b'x'))):\n"
                 "            try:\n                call()\n                done.append(f'{name} {path}')\n"
                 "            except OSError:\n                pass\n    return done\n")
+    # No IPC namespace here: a SysV semaphore made would outlive the run, and the user's own (segments, semaphores,
+    # queues) are reached by their ids, small numbers. (With namespaces the run is pid 1 of its own, and its IPC
+    # namespace too: making one there is fine.)
+    ipc = ("import ctypes, os\nlibc = ctypes.CDLL(None)\ndef f():\n    sem = libc.semget(0, 1, 0o1600)\n"
+           "    if sem < 0:\n        return 'refused'\n    libc.semctl(sem, 0, 0)\n"
+           "    return 'private' if os.getpid() == 1 else 'made'\n")
     return [
+        ("makes a SysV semaphore of the host's", ipc, ["assert f() in ('refused', 'private')"], {"timeout_s": 1.0}),
         ("changes the mode, times, xattrs of the user's files", metadata, ["assert f() == []"], {"timeout_s": 1.0}),
         ("leaves a process whose first thread has exited", leader, ["assert f() == 'left'"], {"timeout_s": 1.0}),
         ("sets the limits, CPUs or priority of the keeper and the trainer", others, ["assert f() == []"],
@@ -225,13 +232,14 @@ def test_check_says_why_a_leased_uid_cannot_run_this_interpreter():
 def test_the_isolating_filter_refuses_nine_calls_more():
     """seccomp.program(isolate=True): the memory filter's 21 refusals + 9 (socket, ptrace, process_vm_readv,
     process_vm_writev, pidfd_getfd, keyctl, add_key, request_key, perf_event_open) + the metadata calls the machine
-    has (x86_64 20: chmod ... removexattrat; aarch64 14: only the f- and -at forms), 2 instructions each;
+    has (x86_64 20: chmod ... removexattrat; aarch64 14: only the f- and -at forms) + 12 of the host's IPC (shmat ...
+    mq_unlink) + 2 watches (inotify_add_watch, fanotify_init), 2 instructions each;
     CLONE_PARENT joins the namespace flags in the one JSET (same length); 8 calls whose arguments are checked
     (OWN_ONLY): a jump to each, then per call a load and a compare per condition (socketpair: an AND and two
     compares for its type) and two returns: 5 x 4 + 2 x 6 + 8 = 40, with the jumps 48."""
     for machine in seccomp.CALLS:
         plain, isolating = seccomp.program(machine), seccomp.program(machine, isolate=True)
-        assert (len(isolating) - len(plain)) // 8 == 2 * (9 + {"x86_64": 20, "aarch64": 14}[machine]) + 48
+        assert (len(isolating) - len(plain)) // 8 == 2 * (9 + {"x86_64": 20, "aarch64": 14}[machine] + 12 + 2) + 48
     assert seccomp.CLONE_PARENT & seccomp.NAMESPACE_FLAGS == 0
 
 
@@ -239,7 +247,8 @@ def test_the_isolating_filter_keeps_a_process_to_itself(tmp_path):
     """Under seccomp.refuse(isolate=True) (a fork of this process): its own rlimit, CPUs and priority may be
     set, its parent's not (EPERM), nor every process of the uid's (PRIO_USER); a stream socket pair may be made,
     a datagram one not (it could sendto a host's unix socket file), nor a pair of another family; a file's mode,
-    times and extended attributes stay as they are (through its path or an fd)."""
+    times and extended attributes stay as they are (through its path or an fd); the host's SysV IPC and POSIX
+    message queues are out of reach, and no folder can be watched."""
     import errno
     import resource
     script = """
@@ -258,7 +267,10 @@ def tries():
             ("datagram pair, non-blocking", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK)),
             ("AF_INET pair", lambda: socket.socketpair(socket.AF_INET)),
             ("chmod", lambda: os.chmod(PATH, 0o666)), ("fchmod", lambda: os.chmod(os.open(PATH, os.O_RDONLY), 0o666)),
-            ("utime", lambda: os.utime(PATH, (0, 0))), ("setxattr", lambda: os.setxattr(PATH, "user.run", b"x"))):
+            ("utime", lambda: os.utime(PATH, (0, 0))), ("setxattr", lambda: os.setxattr(PATH, "user.run", b"x")),
+            ("semget", lambda: c_call(libc.semget, 0, 1, 0o1600)), ("shmat", lambda: c_call(libc.shmat, 0, None, 0o10000)),
+            ("mq_open", lambda: c_call(libc.mq_open, b"/run-left", os.O_CREAT | os.O_RDWR, 0o600, None)),
+            ("inotify_add_watch", lambda: c_call(libc.inotify_add_watch, libc.inotify_init1(0), b"/", 0xfff))):
         try:
             call()
             out.append((name, 0))
@@ -268,7 +280,13 @@ def tries():
 """
     path = tmp_path / "the user's"
     path.write_text("mine")
-    namespace = {"os": os, "resource": resource, "socket": socket, "PATH": str(path)}
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_ssize_t
+
+    def c_call(function, *args):
+        if function(*args) == -1:
+            raise OSError(ctypes.get_errno(), "")
+    namespace = {"os": os, "resource": resource, "socket": socket, "PATH": str(path), "libc": libc, "c_call": c_call}
     exec(script, namespace)
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -287,7 +305,8 @@ def tries():
                    "parent's rlimit": errno.EPERM, "parent's CPUs": errno.EPERM, "parent's scheduler": errno.EPERM,
                    "the uid's priority": errno.EPERM, "datagram pair": errno.EPERM,
                    "datagram pair, non-blocking": errno.EPERM, "AF_INET pair": errno.EPERM, "chmod": errno.EPERM,
-                   "fchmod": errno.EPERM, "utime": errno.EPERM, "setxattr": errno.EPERM}
+                   "fchmod": errno.EPERM, "utime": errno.EPERM, "setxattr": errno.EPERM, "semget": errno.EPERM,
+                   "shmat": errno.EPERM, "mq_open": errno.EPERM, "inotify_add_watch": errno.EPERM}
     assert (path.stat().st_mode & 0o777, path.read_text()) == (0o644, "mine")
 
 
