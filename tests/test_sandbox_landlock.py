@@ -99,7 +99,11 @@ def tier_cases(u):
     ipc = ("import ctypes, os\nlibc = ctypes.CDLL(None)\ndef f():\n    sem = libc.semget(0, 1, 0o1600)\n"
            "    if sem < 0:\n        return 'refused'\n    libc.semctl(sem, 0, 0)\n"
            "    return 'private' if os.getpid() == 1 else 'made'\n")
+    # The work dir is removed by the trainer afterwards: shutil.rmtree recursed once per level, and raised
+    # RecursionError in the trainer (run_program) with the folders all left in /tmp.
+    deep = "import os\ndef f():\n    for _ in range(1100):\n        os.mkdir('d')\n        os.chdir('d')\n    return 'deep'\n"
     return [
+        ("leaves 1,100 nested folders in its work dir", deep, ["assert f() == 'deep'"], {"timeout_s": 2.0}),
         ("makes a SysV semaphore of the host's", ipc, ["assert f() in ('refused', 'private')"], {"timeout_s": 1.0}),
         ("changes the mode, times, xattrs of the user's files", metadata, ["assert f() == []"], {"timeout_s": 1.0}),
         ("leaves a process whose first thread has exited", leader, ["assert f() == 'left'"], {"timeout_s": 1.0}),
@@ -344,3 +348,33 @@ def test_the_runs_files_count_against_its_budget_with_a_cgroup(user):
                    budget_mb=64, as_root=True)
     assert [(c["verdict"], c["changes"], c["left"]) for c in out] == [("memory", [], [])], [c["detail"] for c in out]
     assert out[0]["detail"].endswith("MiB in its files (work dir, /dev/shm)"), out[0]["detail"]
+
+
+def test_a_work_dir_is_removed_however_deep(tmp_path):
+    """process.remove_tree: 1,100 nested folders (shutil.rmtree's recursion ends near 1,000; every 100th with a
+    200-letter name and a file: the whole path far past PATH_MAX), a folder of mode 0o300 with a file in it, a link to a folder outside (the link goes,
+    what it points at stays): all removed, no RecursionError."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept").write_text("mine")
+    work = tmp_path / "work"
+    work.mkdir()
+    fd = os.open(work, os.O_RDONLY)
+    for i in range(1100):
+        name = "n" * 200 if i % 100 == 0 else "d"
+        os.mkdir(name, dir_fd=fd)
+        inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+        if i % 100 == 0:
+            os.close(os.open("file", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    (work / "w").mkdir()
+    (work / "w" / "x").write_text("x")
+    os.chmod(work / "w", 0o300)
+    os.symlink(outside, work / "link")
+    try:
+        process.remove_tree(str(work))
+        assert not work.exists() and (outside / "kept").read_text() == "mine"
+    finally:  # what is left must not stop pytest's own clean-up (shutil.rmtree) of its older temp dirs
+        subprocess.run(["rm", "-rf", str(work)], check=False)
