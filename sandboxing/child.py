@@ -15,6 +15,7 @@ from builtins import (
     ChildProcessError,
     MemoryError,
     OSError,
+    any,
     dict,
     getattr,
     int,
@@ -162,7 +163,7 @@ def kill_tree(top):
             except OSError:
                 pass
             i += 1
-        alive = [pid for pid in found[1:] if process_state(pid) not in (b"Z", b"X", None)]
+        alive = [pid for pid in found[1:] if lives(pid)]
         if not alive:
             return True
         for pid in alive:
@@ -173,14 +174,30 @@ def kill_tree(top):
     return False
 
 
+def lives(pid):
+    """True while any thread of process `pid` runs. Not its state alone: a process whose first thread
+    has ended by itself (the exit system call, not exit_group) reads "Z" in /proc/<pid>/stat while its
+    other threads run on -- taken for a zombie, it would outlive the run."""
+    try:
+        tids = listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    return any(process_state(f"{pid}/task/{tid}") not in (b"Z", b"X", None) for tid in tids)
+
+
 def process_state(pid):
-    """The state letter of /proc/<pid>/stat (b"R", b"S", b"Z" ...), None once it is gone."""
+    """The state letter of /proc/<pid>/stat (b"R", b"S", b"Z" ...), None once it is gone (`pid` may be
+    "<pid>/task/<tid>": one thread's)."""
     try:
         fd = os_open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
-    data = read(fd, 4096)
-    close(fd)
+    try:
+        data = read(fd, 4096)
+    except OSError:  # ESRCH: it ended between the open and the read
+        return None
+    finally:
+        close(fd)
     fields = data.rsplit(b")", 1)[-1].split()
     return fields[0] if fields else None
 

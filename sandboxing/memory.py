@@ -190,10 +190,16 @@ class Meter:
     def over(self):
         if self.cut:
             return self.cut
+        # The Landlock tier with a cgroup: its files too (the work dir lies on the host's /tmp, often a disk, whose
+        # pages the cgroup may write back and drop: 192 MiB of files passed a 64 MiB budget).
+        files = own_files(*self.files, self.since) if self.group is not None and self.files is not None else 0
         if host_available_mb() < HOST_FLOOR_MB:
             self.cut = f"the host's available memory fell below {HOST_FLOOR_MB} MiB"
-        elif self.group is not None and self.files is not None and own_files(*self.files, self.since) is None:
+        elif files is None:
             self.cut = f"more than {MAX_FILES} files in its work dir and /dev/shm"
+        elif files > self.budget:
+            self.cut = (f"over the memory budget ({self.budget >> 20} MiB for the run): {files >> 20} MiB in its files "
+                        "(work dir, /dev/shm)")
         elif self.group is not None:
             if self.group.oom_kills():
                 self.cut = f"over the memory budget ({self.budget >> 20} MiB for the run, all its processes)"

@@ -203,7 +203,53 @@ def workdir(mode, uid):
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
+
+
+def remove_tree(path):
+    """Remove the folder `path` and everything below it, however deep, once the run is dead (nothing moves
+    under us). shutil.rmtree recurses once per level: a run's 1,500 nested folders raised RecursionError in the
+    trainer and left them all. Here one folder is open at a time, and we climb back through "..": no recursion,
+    no path longer than a name. Each folder is first made ours to list (mkdir's mode 0o300 lets the run write in
+    a folder that its own uid, the trainer as a user, could not read). Errors are ignored: what cannot be
+    removed stays."""
+    names, fd, skipped = [], None, set()  # names: the folders we are in, below `path`; skipped: ones not to be opened
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        while True:
+            below = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False) and (*names, entry.name) not in skipped:
+                        below = entry.name
+                        break
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.name, dir_fd=fd)
+            if below is not None:
+                with contextlib.suppress(OSError):
+                    os.chmod(below, 0o700, dir_fd=fd)
+                try:
+                    inner = os.open(below, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    skipped.add((*names, below))  # left, and not tried again
+                    continue
+                os.close(fd)
+                fd, names = inner, names + [below]
+                continue
+            if not names:
+                break
+            outer = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = outer
+            try:
+                os.rmdir(names[-1], dir_fd=fd)
+            except OSError:
+                skipped.add(tuple(names))  # something in it stays: so does it
+            names = names[:-1]
+    if fd is not None:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def read_until_exit(proc, deadline, feed, limit, watch=lambda: None, tick=lambda: 0.05):

@@ -57,7 +57,59 @@ def tier_cases(u):
                "os.listdir('/proc')))):\n        try:\n            os.kill(pid, 0)\n            hit.append(pid)\n"
                "        except OSError:\n            pass\n    return [p for p in hit if p > 0 and p not in RUN]\n"
                "RUN = {os.getpid()}\n")
+    # The first thread alone exits (the exit system call, not exit_group): /proc/<pid>/stat reads "Z" while
+    # the other thread runs on, in a session of its own -- once taken for a zombie, it outlived the run.
+    leader = ("import ctypes, os, threading, time\nlibc = ctypes.CDLL(None)\nEXIT = {'x86_64': 60, 'aarch64': 93}"
+              "[os.uname().machine]\ndef f():\n    if os.fork() == 0:\n        os.setsid()\n"
+              "        threading.Thread(target=time.sleep, args=(30,)).start()\n        libc.syscall(EXIT, 0)\n"
+              "    time.sleep(0.3)\n    return 'left'\n")
+    # What the kernel lets a process do to another of its uid's, unseen by Landlock: its rlimits (RLIMIT_CPU 1 s
+    # kills the trainer), CPUs, priority, I/O priority, scheduler -- tried on the keeper and the trainer, each
+    # set to what it already is.
+    others = ("import ctypes, os, resource\nlibc = ctypes.CDLL(None)\nIOPRIO_SET = {'x86_64': 251, 'aarch64': 30}"
+              "[os.uname().machine]\ndef parent(pid):\n"
+              "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+              "def f():\n    done = []\n    keeper = os.getppid()  # 0 in a pid namespace: nothing to try there\n"
+              "    for pid in (keeper, parent(keeper)) if keeper > 1 else ():\n"
+              "        for name, call in (('prlimit', lambda: resource.prlimit(pid, resource.RLIMIT_CORE, "
+              "resource.prlimit(pid, resource.RLIMIT_CORE))),\n"
+              "                           ('affinity', lambda: os.sched_setaffinity(pid, os.sched_getaffinity(pid))),\n"
+              "                           ('nice', lambda: os.setpriority(os.PRIO_PROCESS, pid, "
+              "os.getpriority(os.PRIO_PROCESS, pid))),\n"
+              "                           ('scheduler', lambda: os.sched_setscheduler(pid, os.SCHED_OTHER, "
+              "os.sched_param(0)))):\n"
+              "            try:\n                call()\n                done.append(f'{name} {pid}')\n"
+              "            except OSError:\n                pass\n"
+              "        if libc.syscall(IOPRIO_SET, 1, pid, 0) == 0:\n            done.append(f'ioprio {pid}')\n"
+              "    return done\n")
+    # A datagram pair can sendto (or connect to) any unix socket file of the host's: Landlock up to ABI 7 does
+    # not check that, and socket() being refused does not stop it.
+    datagram = (f"import os, socket\ndef f():\n    try:\n        socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+                f"    except OSError:\n        return 'refused'\n"
+                f"    return 'made' if os.path.exists({u.other!r}) else 'no host socket in sight'\n")
+    # Landlock does not check a file's metadata: as the user, a run could chmod, touch, tag any file of theirs.
+    metadata = (f"import os\ndef f():\n    done = []\n    for path in ({u.home + '/secret'!r}, {u.copy + '/sandbox.py'!r}):\n"
+                "        for name, call in (('chmod', lambda: os.chmod(path, 0o777)), ('utime', lambda: os.utime(path, "
+                "(0, 0))),\n                           ('xattr', lambda: os.setxattr(path, 'user.run', b'x'))):\n"
+                "            try:\n                call()\n                done.append(f'{name} {path}')\n"
+                "            except OSError:\n                pass\n    return done\n")
+    # No IPC namespace here: a SysV semaphore made would outlive the run, and the user's own (segments, semaphores,
+    # queues) are reached by their ids, small numbers. (With namespaces the run is pid 1 of its own, and its IPC
+    # namespace too: making one there is fine.)
+    ipc = ("import ctypes, os\nlibc = ctypes.CDLL(None)\ndef f():\n    sem = libc.semget(0, 1, 0o1600)\n"
+           "    if sem < 0:\n        return 'refused'\n    libc.semctl(sem, 0, 0)\n"
+           "    return 'private' if os.getpid() == 1 else 'made'\n")
+    # The work dir is removed by the trainer afterwards: shutil.rmtree recursed once per level, and raised
+    # RecursionError in the trainer (run_program) with the folders all left in /tmp.
+    deep = "import os\ndef f():\n    for _ in range(1100):\n        os.mkdir('d')\n        os.chdir('d')\n    return 'deep'\n"
     return [
+        ("leaves 1,100 nested folders in its work dir", deep, ["assert f() == 'deep'"], {"timeout_s": 2.0}),
+        ("makes a SysV semaphore of the host's", ipc, ["assert f() in ('refused', 'private')"], {"timeout_s": 1.0}),
+        ("changes the mode, times, xattrs of the user's files", metadata, ["assert f() == []"], {"timeout_s": 1.0}),
+        ("leaves a process whose first thread has exited", leader, ["assert f() == 'left'"], {"timeout_s": 1.0}),
+        ("sets the limits, CPUs or priority of the keeper and the trainer", others, ["assert f() == []"],
+         {"timeout_s": 1.0}),
+        ("makes a datagram socket pair", datagram, ["assert f() != 'made'"], {"timeout_s": 1.0}),
         ("reads the trainer's environment through /proc/<pid>/environ", environ, ["assert f() == []"],
          {"timeout_s": 2.0}),
         ("lists the trainer's cwd through /proc/<pid>/cwd", cwd, ["assert f() == []"], {"timeout_s": 2.0}),
@@ -183,12 +235,83 @@ def test_check_says_why_a_leased_uid_cannot_run_this_interpreter():
 
 def test_the_isolating_filter_refuses_nine_calls_more():
     """seccomp.program(isolate=True): the memory filter's 21 refusals + 9 (socket, ptrace, process_vm_readv,
-    process_vm_writev, pidfd_getfd, keyctl, add_key, request_key, perf_event_open), 2 instructions each;
-    CLONE_PARENT joins the namespace flags in the one JSET (same length)."""
+    process_vm_writev, pidfd_getfd, keyctl, add_key, request_key, perf_event_open) + the metadata calls the machine
+    has (x86_64 20: chmod ... removexattrat; aarch64 14: only the f- and -at forms) + 12 of the host's IPC (shmat ...
+    mq_unlink) + 2 watches (inotify_add_watch, fanotify_init), 2 instructions each;
+    CLONE_PARENT joins the namespace flags in the one JSET (same length); 8 calls whose arguments are checked
+    (OWN_ONLY): a jump to each, then per call a load and a compare per condition (socketpair: an AND and two
+    compares for its type) and two returns: 5 x 4 + 2 x 6 + 8 = 40, with the jumps 48."""
     for machine in seccomp.CALLS:
         plain, isolating = seccomp.program(machine), seccomp.program(machine, isolate=True)
-        assert (len(isolating) - len(plain)) // 8 == 2 * 9
+        assert (len(isolating) - len(plain)) // 8 == 2 * (9 + {"x86_64": 20, "aarch64": 14}[machine] + 12 + 2) + 48
     assert seccomp.CLONE_PARENT & seccomp.NAMESPACE_FLAGS == 0
+
+
+def test_the_isolating_filter_keeps_a_process_to_itself(tmp_path):
+    """Under seccomp.refuse(isolate=True) (a fork of this process): its own rlimit, CPUs and priority may be
+    set, its parent's not (EPERM), nor every process of the uid's (PRIO_USER); a stream socket pair may be made,
+    a datagram one not (it could sendto a host's unix socket file), nor a pair of another family; a file's mode,
+    times and extended attributes stay as they are (through its path or an fd); the host's SysV IPC and POSIX
+    message queues are out of reach, and no folder can be watched."""
+    import errno
+    import resource
+    script = """
+def tries():
+    parent, out = os.getppid(), []
+    for name, call in (
+            ("own rlimit", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))),
+            ("own CPUs", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+            ("own priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))),
+            ("stream pair", lambda: socket.socketpair()),
+            ("parent's rlimit", lambda: resource.prlimit(parent, resource.RLIMIT_CORE, resource.prlimit(parent, resource.RLIMIT_CORE))),
+            ("parent's CPUs", lambda: os.sched_setaffinity(parent, os.sched_getaffinity(parent))),
+            ("parent's scheduler", lambda: os.sched_setscheduler(parent, os.SCHED_OTHER, os.sched_param(0))),
+            ("the uid's priority", lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_USER, 0))),
+            ("datagram pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)),
+            ("datagram pair, non-blocking", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK)),
+            ("AF_INET pair", lambda: socket.socketpair(socket.AF_INET)),
+            ("chmod", lambda: os.chmod(PATH, 0o666)), ("fchmod", lambda: os.chmod(os.open(PATH, os.O_RDONLY), 0o666)),
+            ("utime", lambda: os.utime(PATH, (0, 0))), ("setxattr", lambda: os.setxattr(PATH, "user.run", b"x")),
+            ("semget", lambda: c_call(libc.semget, 0, 1, 0o1600)), ("shmat", lambda: c_call(libc.shmat, 0, None, 0o10000)),
+            ("mq_open", lambda: c_call(libc.mq_open, b"/run-left", os.O_CREAT | os.O_RDWR, 0o600, None)),
+            ("inotify_add_watch", lambda: c_call(libc.inotify_add_watch, libc.inotify_init1(0), b"/", 0xfff))):
+        try:
+            call()
+            out.append((name, 0))
+        except OSError as e:
+            out.append((name, e.errno))
+    return out
+"""
+    path = tmp_path / "the user's"
+    path.write_text("mine")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_ssize_t
+
+    def c_call(function, *args):
+        if function(*args) == -1:
+            raise OSError(ctypes.get_errno(), "")
+    namespace = {"os": os, "resource": resource, "socket": socket, "PATH": str(path), "libc": libc, "c_call": c_call}
+    exec(script, namespace)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            seccomp.refuse(isolate=True)
+            os.write(write_end, repr(namespace["tries"]()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    got = dict(eval(os.read(read_end, 1 << 16)))
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert got == {"own rlimit": 0, "own CPUs": 0, "own priority": 0, "stream pair": 0,
+                   "parent's rlimit": errno.EPERM, "parent's CPUs": errno.EPERM, "parent's scheduler": errno.EPERM,
+                   "the uid's priority": errno.EPERM, "datagram pair": errno.EPERM,
+                   "datagram pair, non-blocking": errno.EPERM, "AF_INET pair": errno.EPERM, "chmod": errno.EPERM,
+                   "fchmod": errno.EPERM, "utime": errno.EPERM, "setxattr": errno.EPERM, "semget": errno.EPERM,
+                   "shmat": errno.EPERM, "mq_open": errno.EPERM, "inotify_add_watch": errno.EPERM}
+    assert (path.stat().st_mode & 0o777, path.read_text()) == (0o644, "mine")
 
 
 def test_landlock_reads_all_but_the_answers(tmp_path):
@@ -214,3 +337,44 @@ def test_the_runs_files_count_against_its_budget(user):
     out = user.run(cases[:1], wrap=WRAP, budget_mb=64) + user.run(cases[1:], wrap=WRAP)
     assert [(c["verdict"], c["changes"], c["left"]) for c in out] == [("memory", [], [])] * 2, [c["detail"] for c in out]
     assert "more than 4096 files" in out[1]["detail"]
+
+
+def test_the_runs_files_count_against_its_budget_with_a_cgroup(user):
+    """As root (a memory cgroup for the run): 24 files of 8 MiB in its work dir, on the host's /tmp, against a
+    64 MiB budget. They passed (the cgroup wrote back and dropped their pages); now `memory`, said as files."""
+    many = ("import time\ndef f():\n    for i in range(24):\n        with open(f'big{i}', 'wb') as g:\n"
+            "            g.write(b'x' * (8 << 20))\n    time.sleep(1.5)\n    return 'kept'\n")
+    out = user.run([["192 MiB of files", many, ["assert f() == 'kept'"], {"timeout_s": 3.0}]], wrap=WRAP,
+                   budget_mb=64, as_root=True)
+    assert [(c["verdict"], c["changes"], c["left"]) for c in out] == [("memory", [], [])], [c["detail"] for c in out]
+    assert out[0]["detail"].endswith("MiB in its files (work dir, /dev/shm)"), out[0]["detail"]
+
+
+def test_a_work_dir_is_removed_however_deep(tmp_path):
+    """process.remove_tree: 1,100 nested folders (shutil.rmtree's recursion ends near 1,000; every 100th with a
+    200-letter name and a file: the whole path far past PATH_MAX), a folder of mode 0o300 with a file in it, a link to a folder outside (the link goes,
+    what it points at stays): all removed, no RecursionError."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept").write_text("mine")
+    work = tmp_path / "work"
+    work.mkdir()
+    fd = os.open(work, os.O_RDONLY)
+    for i in range(1100):
+        name = "n" * 200 if i % 100 == 0 else "d"
+        os.mkdir(name, dir_fd=fd)
+        inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+        if i % 100 == 0:
+            os.close(os.open("file", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    (work / "w").mkdir()
+    (work / "w" / "x").write_text("x")
+    os.chmod(work / "w", 0o300)
+    os.symlink(outside, work / "link")
+    try:
+        process.remove_tree(str(work))
+        assert not work.exists() and (outside / "kept").read_text() == "mine"
+    finally:  # what is left must not stop pytest's own clean-up (shutil.rmtree) of its older temp dirs
+        subprocess.run(["rm", "-rf", str(work)], check=False)
