@@ -30,6 +30,7 @@ import random
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -42,7 +43,7 @@ import rollout
 import sandbox
 import tree
 from baselines import collabcoder
-from infra import flags, interrupt, models
+from infra import checkpoint, flags, interrupt, models
 from measure import cache, report, scoring, stats
 from measure.stats import pass_at_k  # noqa: F401  the unbiased estimator (Chen et al. 2021); tests import eval.pass_at_k
 from release import release_eval
@@ -151,6 +152,40 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
     if costs is not None:
         costs += [(calls[i], toks[i]) for i in range(len(problems))]
     return out, stats
+
+
+@dataclass
+class Settings:
+    """What generate_programs and scoring.score read, spelled out: eval.py's command line carries the same names
+    (and more); held_out fills one for an evaluation during training."""
+    max_plan_tokens: int
+    max_code_tokens: int
+    max_retrieval_tokens: int
+    workers: int | None
+    sandbox_timeout: float
+    n: int = 1  # programs per problem
+    temperature: float = 0.0  # 0: greedy
+    batch_size: int = 16  # problems per generation batch
+    debug_rounds: int = 3  # repairs of a program failing its visible test (modes with a Debugger)
+    batch_order: str = "length"  # batches of similar prompt length ("given": the set's order)
+
+
+def held_out(policy, tok, problems, chain, settings: Settings) -> dict:
+    """Greedy pass@1 of a training policy on held-out problems (train.py --eval-data), in the mode of its chain
+    (mode_of: plan for a two-role run, direct for --roles coder), with its trained adapters. Its own randomness:
+    the RNG states are put back afterwards, so a run with evaluation trains exactly as one without.
+    Returns {eval_pass@1, eval_problems, eval_<stat> for each stat generate_programs reports (mean plan / code
+    tokens, share of truncated codes), eval_verdicts {verdict: count}, eval_solved [task ids passed] (for paired
+    tests between checkpoints: measure/curves.py), eval_s (seconds)}."""
+    saved, t = checkpoint.rng_state(), time.perf_counter()
+    try:
+        programs, stats = generate_programs(policy, tok, problems, mode_of(chain), settings, {r: r for r in chain})
+        res = scoring.score(problems, programs, [1], settings)
+    finally:
+        checkpoint.set_rng_state(saved)
+    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), **{f"eval_{k}": v for k, v in stats.items()},
+            "eval_verdicts": res["verdicts"], "eval_solved": [r["task_id"] for r in res["problems"] if r["passed"]],
+            "eval_s": time.perf_counter() - t}
 
 
 def tree_costs(t) -> list[tuple[int, int]]:

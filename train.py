@@ -32,6 +32,7 @@ import torch
 from tqdm import tqdm
 
 import data
+import eval as evaluation
 import reward
 import roles
 import rollout
@@ -298,11 +299,18 @@ def open_log(run: Run) -> trackers.RunLog:
 
 
 def evaluate(run: Run, log: trackers.RunLog, step: int, last: bool = False) -> None:
-    """Greedy held-out pass@1 (--eval-data; progress.evaluate) at step 0, every --eval-every steps and at the end."""
+    """Greedy held-out pass@1 (--eval-data; eval.held_out) at step 0, every --eval-every steps and at the end; its
+    seconds go into the run's ETA as their own stage."""
     args = run.args
     if run.eval_problems and run.main_rank and (step == 0 or last or args.eval_every > 0 and step % args.eval_every == 0):
-        ev_args = getattr(args, "eval_args", args)  # --schedule sequential, stage 2: the run's own chain
-        log.log({"phase": "eval", "step": step, **progress.evaluate(run.policy, run.tok, run.eval_problems, ev_args)})
+        a = getattr(args, "eval_args", args)  # --schedule sequential, stage 2: the run's own chain
+        chain = [r for r in a.roles if not (r == "retriever" and a.retrieval == "corpus")]  # corpus: no model call
+        settings = evaluation.Settings(a.max_plan_tokens, a.max_code_tokens, a.max_retrieval_tokens, a.workers,
+                                       a.sandbox_timeout)
+        progress.pause()  # the GRPO bar's line ends here: the evaluation's bar is drawn below it, not inside it
+        m = evaluation.held_out(run.policy, run.tok, run.eval_problems, chain, settings)
+        progress.record_eval(m["eval_s"], len(run.eval_problems))
+        log.log({"phase": "eval", "step": step, **m})
 
 
 def save(run: Run, name: str) -> None:

@@ -8,14 +8,11 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 from tqdm import tqdm
 
-import eval as evaluation
 from infra import checkpoint
-from measure import scoring
 
 PHASES = ["retrieval_generation", "plan_generation", "code_generation", "repair_generation", "sandbox", "old_logprobs", "reference_logprobs",
           "policy_forward_backward", "optimizer"]  # the --profile table's rows, in step order
@@ -227,32 +224,10 @@ def print_profile(rows: list):
     print(f"{'sum of phases':26} {total:8.2f} {100 * total / step:6.1f}%\n{'step wall time':26} {step:8.2f} {100.0:6.1f}%")
 
 
-def evaluate(policy, tok, problems, args) -> dict:
-    """Greedy pass@1 of the policy on held-out problems (eval.py's generate_programs and score):
-    the mode of the run's chain (eval.mode_of: plan for a two-role run, direct for --roles coder). Its own randomness: the RNG states
-    are put back afterwards, so a run with evaluation trains exactly as one without.
-    Returns {eval_pass@1, eval_problems, eval_plan_tokens (None for direct), eval_code_tokens
-    (means over rows), eval_verdicts {verdict: count}, eval_solved [task ids passed] (for paired tests between
-    checkpoints: measure/curves.py), eval_s (seconds)}."""
-    ns = SimpleNamespace(n=1, temperature=0.0, batch_size=16, max_plan_tokens=args.max_plan_tokens,
-                         max_code_tokens=args.max_code_tokens, sandbox_timeout=args.sandbox_timeout,
-                         workers=args.workers, max_retrieval_tokens=args.max_retrieval_tokens)
-    chain = [r for r in args.roles if not (r == "retriever" and getattr(args, "retrieval", "recall") == "corpus")]
-    saved, t = checkpoint.rng_state(), time.perf_counter()
-    pause()  # the GRPO bar's line ends here: the evaluation's bar is drawn below it, not inside it
-    try:  # the run's own framework (eval.MODES), with its trained adapters
-        programs, stats = evaluation.generate_programs(policy, tok, problems, evaluation.mode_of(chain), ns,
-                                                       {r: r for r in chain})
-        res = scoring.score(problems, programs, [1], ns)
-    finally:
-        checkpoint.set_rng_state(saved)
-    # every stat generate_programs reports (mean plan / code tokens, share of truncated codes) goes
-    # into the line as eval_<name>
+def record_eval(seconds: float, problems: int) -> None:
+    """An evaluation's seconds into the run's ETA (its own stage, 'eval'); train.py calls it after eval.held_out."""
     if RUN is not None:
-        RUN.record("eval", time.perf_counter() - t, len(problems))
-    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), **{f"eval_{k}": v for k, v in stats.items()},
-            "eval_verdicts": res["verdicts"], "eval_solved": [r["task_id"] for r in res["problems"] if r["passed"]],
-            "eval_s": time.perf_counter() - t}
+        RUN.record("eval", seconds, problems)
 
 
 def summary(run_dir: Path, wall_s: float) -> str:

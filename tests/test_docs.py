@@ -164,7 +164,7 @@ def missing_functions(text: str, modules: dict[str, set[str]]) -> list[str]:
     bad = []
     for frag in code_fragments(text):
         for mod, name in re.findall(r"(?<![\w./-])([a-z_]\w*)\.([A-Za-z_]\w*)", frag):
-            if mod in modules and name not in modules[mod] and name not in ("py", "md", "jsonl", "json"):
+            if mod in modules and name not in modules[mod] and name not in ("py", "md", "jsonl", "json", "png"):
                 bad.append(f"{mod}.{name}")
     return bad
 

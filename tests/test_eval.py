@@ -167,8 +167,8 @@ def test_table_marks_significance_and_intervals():
     eff = lines.index("| system | mode | val ET ms* | val NET* | val MU MiB* | val NMU* | val NET>2 %* |")
     assert lines[eff - 2] == ("Efficiency over the problems every system solves (val: 1: fewer than 10, so apart and "
                               "read with care):")
-    assert lines[eff + 3] == "| base plan | plan | 4.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
-    assert lines[eff + 4] == "| core | plan | 12.00 | 3.00 | 2.00 | 1.00 | 100.0 |"
+    assert lines[eff + 3] == "| base plan | plan | 8.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
+    assert lines[eff + 4] == "| core | plan | 24.00 | 3.00 | 2.00 | 1.00 | 100.0 |"
     text = "\n".join(lines)
     assert "- val pass@1 · core vs base plan: +60.0 (McNemar exact, only A 0, only B 6); p = 0.0312 (significant)" in text
     assert "- val pass@1 · coder vs base direct: +20.0 (McNemar exact, only A 1, only B 3); p = 0.625\n" in text + "\n"
@@ -270,7 +270,7 @@ def test_efficiency_joins_the_table_once_ten_problems_count_and_the_budgets_are_
     lines = text.splitlines()
     assert lines[0] == ("| system | mode | val pass@1 | val pass@1 95% CI | val ET ms* | val NET* | val MU MiB* | "
                         "val NMU* | val NET>2 %* |")
-    assert lines[2] == "| A | direct | 100.0 | [100.0, 100.0] | 4.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
+    assert lines[2] == "| A | direct | 100.0 | [100.0, 100.0] | 8.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
     assert lines[3] == "| B | plan | 100.0 | [100.0, 100.0] | 4.67 | 1.17 | 2.00 | 1.00 | 8.3 |"  # 1 of 12 at 12 ms
     assert "Efficiency over" not in text and sum(x.startswith("| system |") for x in lines) == 1
     assert ("\nToken budgets: 256 per program, 48 per plan (eval.py's --max-code-tokens / --max-plan-tokens; "

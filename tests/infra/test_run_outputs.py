@@ -7,6 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import eval as evaluation
 import sandbox
 import train
 from conftest import tiny_base
@@ -37,12 +38,12 @@ def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path
     drawing from the training's RNG (every later sample would change), eval left in the wrong
     adapter / mode, eval lines counted as steps."""
     import random
-    real = progress.evaluation.generate_programs
+    real = evaluation.generate_programs
 
     def drawing(*a, **k):  # greedy decoding draws nothing; an evaluation that samples would
         torch.rand(3), random.random()
         return real(*a, **k)
-    monkeypatch.setattr(progress.evaluation, "generate_programs", drawing)
+    monkeypatch.setattr(evaluation, "generate_programs", drawing)
     plain = tiny_run("--out", str(tmp_path / "plain"))
     evald = tiny_run("--out", str(tmp_path / "eval"), "--eval-data", "val", "--eval-every", "2", "--eval-limit", "2")
     a, b = weights(plain), weights(evald)
