@@ -271,7 +271,7 @@ def test_efficiency_joins_the_table_once_ten_problems_count_and_the_budgets_are_
     assert lines[0] == ("| system | mode | val pass@1 | val pass@1 95% CI | val ET ms* | val NET* | val MU MiB* | "
                         "val NMU* | val NET>2 %* |")
     assert lines[2] == "| A | direct | 100.0 | [100.0, 100.0] | 8.00 | 1.00 | 2.00 | 1.00 | 0.0 |"
-    assert lines[3] == "| B | plan | 100.0 | [100.0, 100.0] | 4.67 | 1.17 | 2.00 | 1.00 | 8.3 |"  # 1 of 12 at 12 ms
+    assert lines[3] == "| B | plan | 100.0 | [100.0, 100.0] | 9.33 | 1.17 | 2.00 | 1.00 | 8.3 |"  # 11 at 8 ms, 1 at 24
     assert "Efficiency over" not in text and sum(x.startswith("| system |") for x in lines) == 1
     assert ("\nToken budgets: 256 per program, 48 per plan (eval.py's --max-code-tokens / --max-plan-tokens; "
             "train.py samples 128 / 48 by default).") in text
