@@ -164,18 +164,21 @@ paper: $(VENV)/.installed
 paper-so-far: $(VENV)/.installed
 	$(call PAPER_TABLE,-so-far,--cached-only)
 
-# Does it learn? (docs/experiments.md#does-it-learn) One cold-start SFT on train + io_train, then each arm from it for
-# LEARN_STEPS GRPO steps of 2 problems (equal compute = equal problems seen: one pass over the 273 at the default),
-# side by side at one thread each, every arm evaluated greedy on the dev pool (MBPP validation + val + io_val, 175
+# Does it learn? (docs/experiments.md#does-it-learn) One cold-start SFT on train + io_train, then each arm from it
+# for LEARN_STEPS GRPO steps of 2 problems (equal compute = equal problems drawn: one pass over the 273 at the
+# default): CoRe-Code as we built it (core: joint), single-agent GRPO (coder), and CoRe-Code as its authors released
+# it (release: --recipe release, half the steps for the Planner, then half for the Coder on the Planner's plans);
+# side by side at one thread each, each evaluated greedy on the dev pool (MBPP validation + val + io_val, 175
 # problems, never trained on) at step 0 and every LEARN_EVERY steps; a stopped stage resumes. `make curves` renders
 # the dev curves and the training diagnostics of every arm in $(LEARN) (curves.png, curves.md).
 LEARN ?= runs/learn$(if $(LEARN_SMALL),-small)
 LEARN_STEPS ?= $(if $(LEARN_SMALL),2,137)
-LEARN_EVERY ?= $(if $(LEARN_SMALL),1,28)
+LEARN_HALF = $(shell expr \( $(LEARN_STEPS) + 1 \) / 2)
+LEARN_EVERY ?= $(if $(LEARN_SMALL),1,20)
 DEV ?= $(if $(LEARN_SMALL),val$(hash)2$(comma)io_val$(hash)1,mbpp:$(MBPP)@validation$(comma)val$(comma)io_val)
 LEARN_SIZES = $(if $(LEARN_SMALL),--max-plan-tokens 8 --max-code-tokens 16 --num-plans 2 --codes-per-plan 1 --problems-per-step 1)
 LEARN_SFT ?= $(if $(LEARN_SMALL),--sft-steps 1 --sft-batch 1)
-LEARN_ARMS ?= core: coder:--roles\ coder
+LEARN_ARMS ?= core: coder:--roles\ coder release:--recipe\ release\ --steps\ $(LEARN_HALF)\ --coder-steps\ $(LEARN_HALF)
 LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data train,io_train --steps $(LEARN_STEPS) \
 	--eval-data '$(DEV)' --eval-every $(LEARN_EVERY) --save-every 7 --workers 1 $(LEARN_SIZES)
 .PHONY: learn curves

@@ -57,8 +57,9 @@ def test_no_run_with_steps_is_one_line(tmp_path):
 
 
 def test_make_learn_small_mode_end_to_end(tmp_path):
-    """`make learn LEARN_SMALL=1` on the tiny model: one SFT, two arms of 2 steps evaluated at steps 0, 1, 2 on
-    3 dev problems, then curves.md with every point; a rerun trains nothing (each arm is done)."""
+    """`make learn LEARN_SMALL=1` on the tiny model: one SFT, three arms of 2 steps (the release's: 1 step of its
+    Planner, then 1 of its Coder) evaluated at steps 0, 1, 2 on 3 dev problems, then curves.md with every point;
+    a rerun trains nothing (each arm is done)."""
     tiny = f"{sys.executable} tests/tiny_model.py"
     cmd = ["make", "-s", "learn", "LEARN_SMALL=1", f"LEARN={tmp_path / 'learn'}", f"PY={sys.executable}",
            f"TRAIN={tiny} train.py", "VENV=" + str(tmp_path / "venv")]
@@ -68,7 +69,7 @@ def test_make_learn_small_mode_end_to_end(tmp_path):
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1200)  # a hang guard
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     md = (tmp_path / "learn" / "curves.md").read_text()
-    for arm in ("core", "coder"):
+    for arm in ("core", "coder", "release"):
         assert [ln.split(" | ")[1] for ln in md.splitlines() if ln.startswith(f"| {arm} | ")][:3] == ["0", "1", "2"]
     steps = (tmp_path / "learn" / "core" / "metrics.jsonl").read_text()
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
