@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from measure import stats
-from measure.report import write_text_atomic
+from measure.report import save_figure, write_text_atomic
 
 SMOOTH = 10  # steps in the rolling mean of the per-step diagnostics
 DIAGNOSTICS = [("reward", "training reward"), ("pass_all", "programs passing all tests"),
@@ -137,7 +137,6 @@ def markdown(runs: list) -> str:
 def plot(runs: list, out_png: Path) -> str:
     """The dev curve (points with their 95 % intervals) and the DIAGNOSTICS, a line per run, plus the distinct
     problems seen; written atomically. Needs matplotlib (optional)."""
-    import os
 
     try:
         import matplotlib
@@ -171,13 +170,7 @@ def plot(runs: list, out_png: Path) -> str:
         ax.set_xlabel("GRPO step")
     if axes[0].lines:
         axes[0].legend()
-    fig.tight_layout()
-    out_png = Path(out_png)
-    tmp = out_png.with_name(f".{out_png.name}.tmp")
-    fig.savefig(tmp, dpi=90, format="png")
-    plt.close(fig)
-    os.replace(tmp, out_png)  # atomic: a reader never sees half a picture
-    return f"wrote {out_png}"
+    return save_figure(fig, out_png, dpi=90)
 
 
 def find_runs(paths: list) -> list:

@@ -154,7 +154,6 @@ EVAL_CURVE = ("eval_pass@1", "held-out pass@1 (greedy)")  # from the eval lines 
 def plot_curves(run_dirs: list, out_png: Path) -> str:
     """One panel per CURVES metric (+ EVAL_CURVE third) over GRPO steps, a line per run; written
     atomically. Needs matplotlib (optional)."""
-    import os
 
     curves = CURVES[:2] + [EVAL_CURVE] + CURVES[2:]
     try:
@@ -180,12 +179,20 @@ def plot_curves(run_dirs: list, out_png: Path) -> str:
             ax.text(0.5, 0.5, "not logged", ha="center", transform=ax.transAxes)
     if drawn:
         axes[0].legend()
+    return save_figure(fig, out_png, dpi=100)
+
+
+def save_figure(fig, out_png: Path, dpi: int = 100) -> str:
+    """A matplotlib figure laid out, written as PNG through a temporary file and one rename (a reader never sees
+    half a picture), and closed; returns 'wrote PATH'."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out_png = Path(out_png)
     tmp = out_png.with_name(f".{out_png.name}.tmp")
-    fig.savefig(tmp, dpi=100, format="png")
+    fig.savefig(tmp, dpi=dpi, format="png")
     plt.close(fig)
-    os.replace(tmp, out_png)  # atomic: a reader never sees half a picture
+    os.replace(tmp, out_png)
     return f"wrote {out_png}"
 
 
