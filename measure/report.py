@@ -154,7 +154,6 @@ EVAL_CURVE = ("eval_pass@1", "held-out pass@1 (greedy)")  # from the eval lines 
 def plot_curves(run_dirs: list, out_png: Path) -> str:
     """One panel per CURVES metric (+ EVAL_CURVE third) over GRPO steps, a line per run; written
     atomically. Needs matplotlib (optional)."""
-
     curves = CURVES[:2] + [EVAL_CURVE] + CURVES[2:]
     try:
         import matplotlib
