@@ -5,5 +5,5 @@
     checkpoint.py   checkpoints and --resume
     distributed.py  the torchrun add-on: ranks, each rank's problems, one all-reduce of the LoRA gradients
     trackers.py     the run's logs and --report-to tensorboard|wandb|trackio
-    progress.py     evaluation during training, the --profile table, the summary line
+    progress.py     the start line and the bars with their ETA, the --profile table, the summary line
 """

@@ -1,5 +1,5 @@
 """What a run shows: one progress bar per stage with the whole run's ETA and, at the start, a line that says
-what will run and roughly how long it takes here; greedy pass@1 on held-out problems during training, the
+what will run and roughly how long it takes here (the evaluations during training counted: eval.held_out), the
 --profile table, the summary line a run ends with, and the clock that times a step's phases (train.py and
 sft.py call these; metrics.jsonl holds every number)."""
 import json
