@@ -271,7 +271,7 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
     """interrupt.Stop in a bare process (no model: a second): the first SIGINT only sets `requested` and says
     so, the second ends the process at once with status 130 and one line (the work after it never runs).
     Catches: a second Ctrl-C that waits for the step (a user stuck behind a 20-minute GPU step), a traceback."""
-    code = ("import os, signal, time, interrupt\n"
+    code = ("import os, signal, time\nfrom infra import interrupt\n"
             "with interrupt.Stop('stopping after this step') as stop:\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    print('requested', stop.requested, flush=True)\n"

@@ -24,8 +24,9 @@ import os
 import struct
 import sys
 
-sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-from sandboxing import seccomp  # noqa: E402  (beside this file, or in the project above it)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]  # a copy with sandboxing/ beside it, or tests/sandboxing/
+from sandboxing import seccomp  # noqa: E402  (beside this file, or in the project two folders up)
 
 LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
 CAP_SYS_ADMIN, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 21, 24, 38
