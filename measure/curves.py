@@ -108,10 +108,22 @@ def paired(a: dict, b: dict) -> str:
     return f"{stats.mcnemar_exact(len(sa - sb), len(sb - sa)):.2f}"
 
 
+def by_set(m: dict) -> str:
+    """The problems an eval line solved, counted by set (the task id's prefix before '/'); '' without eval_solved.
+
+    >>> by_set({"eval_solved": ["mbpp/514", "core-val/0003", "mbpp/600"]})
+    'mbpp 2, core-val 1'
+    """
+    counts = {}
+    for t in m.get("eval_solved", []):
+        counts[t.split("/")[0]] = counts.get(t.split("/")[0], 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
 def markdown(runs: list) -> str:
     """The dev curve of every run as one table (a row per evaluated step), then each run's compute."""
-    out = ["| run | step | problems drawn | distinct seen | dev pass@1 % [95 % CI] | solved | p vs step 0 |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| run | step | problems drawn | distinct seen | dev pass@1 % [95 % CI] | solved | by set | p vs step 0 |",
+           "|---|---|---|---|---|---|---|---|"]
     for run in runs:
         per = run["config"].get("problems_per_step", 0)
         first = run["evals"][0] if run["evals"] else None
@@ -119,7 +131,7 @@ def markdown(runs: list) -> str:
             p, step = dev_point(m), m["step"]
             seen = run["seen"][step - 1] if 0 < step <= len(run["seen"]) else 0
             out.append(f"| {run['name']} | {step} | {step * per} | {seen} | {100 * p['pass1']:.1f} "
-                       f"[{100 * p['lo']:.1f}, {100 * p['hi']:.1f}] | {p['solved']} / {p['n']} | "
+                       f"[{100 * p['lo']:.1f}, {100 * p['hi']:.1f}] | {p['solved']} / {p['n']} | {by_set(m)} | "
                        f"{paired(first, m) if step else ''} |")
     out += ["", "| run | GRPO steps | problems drawn | distinct seen | seconds of steps | sampled tokens (est.) |",
             "|---|---|---|---|---|---|"]

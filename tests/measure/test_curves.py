@@ -44,7 +44,7 @@ def test_table_of_two_runs_by_hand(tmp_path):
     out = curves.render([tmp_path])
     md = (tmp_path / "curves.md").read_text()
     lo, hi = stats.bootstrap_ci([1.0, 1.0, 1.0, 0.0])
-    assert f"| core | 3 | 6 | 5 | 75.0 [{100 * lo:.1f}, {100 * hi:.1f}] | 3 / 4 | 0.50 |" in md
+    assert f"| core | 3 | 6 | 5 | 75.0 [{100 * lo:.1f}, {100 * hi:.1f}] | 3 / 4 | a 1, b 1, c 1 | 0.50 |" in md
     assert "| core | 0 | 0 | 0 | 25.0 " in md and "| coder | 3 | 6 | 4 | 50.0 " in md
     assert "| core | 3 | 6 | 5 | 15 | 1,080 |" in md and "| coder | 3 | 6 | 4 | 15 | 960 |" in md
     assert "coder vs core: p = 1.00" in md and "sft" not in md
