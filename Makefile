@@ -168,13 +168,15 @@ paper-so-far: $(VENV)/.installed
 # for LEARN_STEPS GRPO steps of 2 problems (equal compute = equal problems drawn: one pass over the 273 at the
 # default): CoRe-Code as we built it (core: joint), single-agent GRPO (coder), and CoRe-Code as its authors released
 # it (release: --recipe release, half the steps for the Planner, then half for the Coder on the Planner's plans);
-# side by side at one thread each, each evaluated greedy on the dev pool (MBPP validation + val + io_val, 175
+# side by side at one thread each on a CPU, one after another where torch sees a GPU (LEARN_SIDE=yes|no overrides),
+# each evaluated greedy on the dev pool (MBPP validation + val + io_val, 175
 # problems, never trained on) at step 0 and every LEARN_EVERY steps; a stopped stage resumes. `make curves` renders
 # the dev curves and the training diagnostics of every arm in $(LEARN) (curves.png, curves.md).
 LEARN ?= runs/learn$(if $(LEARN_SMALL),-small)
 LEARN_STEPS ?= $(if $(LEARN_SMALL),2,137)
 LEARN_HALF = $(shell expr \( $(LEARN_STEPS) + 1 \) / 2)
 LEARN_EVERY ?= $(if $(LEARN_SMALL),1,20)
+LEARN_SIDE ?=
 DEV ?= $(if $(LEARN_SMALL),val$(hash)2$(comma)io_val$(hash)1,mbpp:$(MBPP)@validation$(comma)val$(comma)io_val)
 LEARN_SIZES = $(if $(LEARN_SMALL),--max-plan-tokens 8 --max-code-tokens 16 --num-plans 2 --codes-per-plan 1 --problems-per-step 1)
 LEARN_SFT ?= $(if $(LEARN_SMALL),--sft-steps 1 --sft-batch 1)
@@ -185,9 +187,11 @@ LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data train,
 learn: $(VENV)/.installed
 	mkdir -p $(LEARN)
 	$(call STAGE_WITH,$(TRAIN),$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data train$(comma)io_train --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))
+	side="$(LEARN_SIDE)"; [ -n "$$side" ] || side=$$($(PY) -c 'import torch; print("no" if torch.cuda.is_available() else "yes")'); \
 	export OMP_NUM_THREADS=1; pids=""; \
 	for arm in $(LEARN_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; echo "$$name: training, log in $(LEARN)/$$name.log"; \
 	  ( $(call STAGE_WITH,$(TRAIN),$(LEARN)/$$name,coder,$(LEARN_GRPO) $$flags) ) >> $(LEARN)/$$name.log 2>&1 & pids="$$pids $$!"; \
+	  [ "$$side" = yes ] || { wait $$! || { echo "$$name failed: see $(LEARN)/$$name.log"; exit 1; }; pids=""; }; \
 	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(LEARN)/*.log"; exit 1; }; done
 	$(PY) -m measure.curves $(LEARN)
 curves: $(VENV)/.installed
