@@ -9,7 +9,7 @@ a session keyring of this script's own or "", "unsafe": bool}; output on stdout:
 run_peak_mb, cost_s, cost_mb} (the last two: kwargs cost=True, sandboxing/cost.py); "budget_mb" sets the runs' memory budget, "meter" names a cgroup v1 folder around this script:
     changes      the host files created, changed or removed under `watch` (the home, the sandbox's
                  own files, /tmp, /var/tmp, /dev/shm) while the case ran
-    left         processes of this uid alive after the verdict, other than this script
+    left         processes of this uid alive after the verdict that were not before the run, other than this script
     connections  connections that reached the listeners this script holds (127.0.0.1, the unix socket)
     keys         what changed in this script's session keyring (a key added, the secret gone)
     baseline_mb  the meter's usage before the case (this script), peak_mb its peak during the case
@@ -130,6 +130,7 @@ def main():
         before = snapshot(job["watch"], owner)
         shared = snapshot(job.get("watch_any", []), None)
         baseline = gauge(job.get("meter"), reset=True)
+        present = set(my_processes())  # an earlier run's (or test's) not yet reaped: not this run's
         r = sandbox.run_program(program, tests, **kwargs)
         peak = gauge(job.get("meter"))
         after = snapshot(job["watch"], owner)
@@ -145,7 +146,7 @@ def main():
                 except BlockingIOError:
                     break
         keys = [] if not job.get("keyring") or keyring_state() == (True, False) else [keyring_state()]
-        left = in_meter(job["meter"]) if job.get("left_in_meter") else my_processes()
+        left = in_meter(job["meter"]) if job.get("left_in_meter") else [p for p in my_processes() if p not in present]
         out.append(dict(name=name, verdict=r.verdict, tests=list(r.tests), passed=r.passed, detail=r.detail,
                         unsafe=getattr(r, "unsafe", None), changes=changes + keys, left=left,
                         connections=connections, baseline_mb=baseline, peak_mb=peak,
