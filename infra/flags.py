@@ -12,7 +12,6 @@ from pathlib import Path
 import roles
 from infra import checkpoint, models, trackers
 from mapcoder import retriever
-from release import sequential
 from sandboxing import checkers
 
 ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
@@ -238,8 +237,8 @@ def get_args(argv=None):
         args.roles = roles.parse_chain(args.roles or ("planner,coder" if args.algo == "grpo" else "coder"))
     except ValueError as e:
         ap.error(str(e))
-    if args.schedule == "sequential" and (why := sequential.check(args)):
-        ap.error(why)
+    if args.schedule == "sequential" and (args.algo != "grpo" or list(args.roles) != ["planner", "coder"]):
+        ap.error("--schedule sequential trains a Planner, then a Coder: it needs --algo grpo and --roles planner,coder")
     args.model = base_model([args.init] if args.init else [], args.model, "--init")  # the run's own base
     if args.codes_per_plan is None:  # a Retriever multiplies the plans by R: keep 8 codes per problem
         args.codes_per_plan = 2 if "retriever" in args.roles and args.retrieval == "recall" else 4

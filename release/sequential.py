@@ -37,13 +37,6 @@ class PlanError(ValueError):
     """A plans file that cannot be used; the message is one line naming the file and line or the problem."""
 
 
-def check(args) -> str | None:
-    """What is wrong with --schedule sequential under these flags (one line), or None."""
-    if args.algo != "grpo" or list(args.roles) != ["planner", "coder"]:
-        return "--schedule sequential trains a Planner, then a Coder: it needs --algo grpo and --roles planner,coder"
-    return None
-
-
 def stage1_args(args) -> argparse.Namespace:
     """Stage 1: the run's own flags, the Coder's adapter frozen (it still samples the programs)."""
     return argparse.Namespace(**{**vars(args), "frozen_roles": {"coder"}})
