@@ -124,6 +124,10 @@ def tier_cases(u):
 # The one verdict that differs from the namespace tier's: /tmp is the host's here, closed to the run (its
 # work dir and TMPDIR are its own), so a program writing to a fixed /tmp path meets an error.
 DIFFERENT = {"leaves files in /tmp and /dev/shm": ("error", ["error"])}
+# Without a pid namespace the bomb's processes are killed and reaped one pass at a time, and until they are gone
+# they count against the run's RLIMIT_NPROC: the next test's fork may wait past its wall limit. Either way the run
+# is a timeout, nothing of it is left and nothing changed (docs/sandbox.md, the Landlock tier's limits).
+EITHER = {"fork bomb, then a test that needs a fork": [("timeout", ["timeout", "passed"]), ("timeout", ["timeout", "timeout"])]}
 
 
 def hostile(u, port):
@@ -136,6 +140,8 @@ def problems_of(results, expected):
     for r in results:
         if r["name"].startswith("forger"):
             ok = r["passed"] == 0 and r["verdict"] != "passed"
+        elif r["name"] in EITHER:
+            ok = (r["verdict"], r["tests"]) in EITHER[r["name"]]
         elif r["name"] in expected:
             ok = (r["verdict"], r["tests"]) == expected[r["name"]]
         else:
