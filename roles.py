@@ -21,6 +21,7 @@ from typing import Callable
 
 import coder
 import planner
+import rollout
 from mapcoder import debugger, retriever
 
 
@@ -64,6 +65,21 @@ ROLES = {role.name: role for role in (  # tree order; one line per role
 
 CHAINS = ("coder", "planner,coder", "planner,coder,debugger", "retriever,planner,coder",
           "retriever,planner,coder,debugger")  # the chains `make frameworks` compares (any valid chain is accepted)
+
+
+PHASES = {"retriever": "retrieval_generation", "planner": "plan_generation", "coder": "code_generation",
+          "debugger": "repair_generation"}  # each role's sampling as a --profile row (progress.PHASES)
+
+
+def sample(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
+    """n completions per chat from the role's LoRA adapter: rollout.sample with the role's token budget
+    (max_tokens) and stop pattern, timed as the role's phase. Training hands it to tree.build as the tree's
+    generate(role, chats, n) (bound with partial), so the tree's sampling goes down to rollout.py and never
+    back up into train.py. Returns the Rollout of len(chats) * n rows."""
+    with clock(PHASES.get(role, f"{role}_generation")):
+        policy.set_adapter(role)
+        return rollout.sample(policy, tok, chats, n, max_tokens(args, role), args.temperature, args.top_p,
+                              stop=ROLES[role].stop)
 
 
 def sft_roles(chain) -> list[str]:

@@ -35,7 +35,6 @@ import data
 import eval as evaluation
 import reward
 import roles
-import rollout
 import sandbox
 import sft
 import tree
@@ -60,10 +59,6 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. three non-finite steps in a row); the message is one line."""
 
 
-GEN_PHASE = {"retriever": "retrieval_generation", "planner": "plan_generation", "coder": "code_generation",
-             "debugger": "repair_generation"}  # --profile rows (progress.PHASES)
-
-
 def tree_sizes(args) -> dict:
     """Children per node of each role (tree.build): R retrievals, G plans, M codes per plan (G*M codes per
     problem for the single agent, --roles coder), D repairs per failing program."""
@@ -76,7 +71,7 @@ def tree_sizes(args) -> dict:
 def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
     """One GRPO step on a batch of B problems: the five numbered calls below, in this order.
 
-    1. rollouts       tree.build: each role of --roles samples its completions level by level with its
+    1. rollouts       tree.build: each role of --roles samples its completions (roles.sample) level by level with its
                       own adapter (Planner: G plans per problem; Coder: M programs per plan; a Retriever
                       above, a Debugger's D repairs below), and the sandbox runs every program
     2. rewards        reward.step_rewards: the sandbox's results -> r [B, 1, programs per problem] (Result.pass_rate),
@@ -93,7 +88,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     """
     clock = progress.Clock(next(policy.parameters()).device)
     t0 = time.perf_counter()
-    rollouts = tree.build(problems, args.roles, tree_sizes(args), partial(generate, policy, tok, args, clock),  # 1
+    rollouts = tree.build(problems, args.roles, tree_sizes(args), partial(roles.sample, policy, tok, args, clock),  # 1
                           partial(run_programs, args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
                           k=args.retrieval_k)
     rewards = reward.step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
@@ -108,15 +103,6 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
 
 # --algo -> its step function, each with grpo_step's signature and metrics (docs/baselines.md)
 STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}
-
-
-def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
-    """Step 1's generate(role, chats, n) for tree.build (bound with partial): n completions per chat from the
-    role's LoRA adapter (rollout.sample with the role's token budget and stop pattern), timed as its phase."""
-    with clock(GEN_PHASE.get(role, f"{role}_generation")):
-        policy.set_adapter(role)
-        return rollout.sample(policy, tok, chats, n, roles.max_tokens(args, role), args.temperature, args.top_p,
-                              stop=roles.ROLES[role].stop)
 
 
 def run_programs(args, clock, jobs: list) -> list:
