@@ -78,7 +78,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
                       written back into the tree's program nodes
     3. credit         tree.advantages -> grpo.tree_advantages: a node is worth the mean (or max) of the
                       valid programs below it, its advantage is normalised among its siblings
-    4. gradient step  update.gradient_step: each role's loss and backward (update.policy_update -> grpo.grpo_loss),
+    4. gradient step  update.gradient_step: each role's loss and backward (update.role_backward -> grpo.grpo_loss),
                       then one clipped AdamW step on every adapter (skipped when anything is non-finite)
     5. metrics        step_metrics: plain floats for metrics.jsonl, the first plan and program of each problem
 

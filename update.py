@@ -1,7 +1,7 @@
 """Step 4 of a GRPO step, the gradient step: each role's loss over micro-batches and its backward, then one
 optimizer step on every adapter (train.grpo_step calls gradient_step after the rollouts are scored).
 
-    for each role:                      policy_update
+    for each role:                      role_backward
         for each micro-batch of rows:
             logp = logprobs(policy, rows)                        [n, T]
             loss = grpo_loss(logp, old, ref, A, w)               (grpo.py: the equations)
@@ -24,7 +24,7 @@ from infra import distributed
 
 
 def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dict, float, float, int]:
-    """Step 4: the backward of every role's GRPO loss (update.policy_update; the gradients of all roles
+    """Step 4: the backward of every role's GRPO loss (update.role_backward; the gradients of all roles
     add up), then one AdamW step on all adapters after clipping the gradient norm to --max-grad-norm;
     --num-iterations times over the same rollouts, with pi_old's log-probs scored once before the first.
 
@@ -55,7 +55,7 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
                     continue
                 r, adv, valid, max_len = work[role]
                 try:
-                    l, m = policy_update(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
+                    l, m = role_backward(policy, role, r, adv, valid, max_len, args, clock, olds.get(role))
                 except FloatingPointError:
                     bad = True  # the other roles still run: every rank must reach the same collectives
                     continue
@@ -76,7 +76,7 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
     return per_role, loss, grad_norm, skipped
 
 
-def policy_update(policy, role, r: rollout.Rollout, adv, valid, max_len, args, clock, old_logp=None):
+def role_backward(policy, role, r: rollout.Rollout, adv, valid, max_len, args, clock, old_logp=None):
     """Backward of one role's GRPO loss over micro-batches (gradients accumulate); returns (loss, metrics).
 
     r: the role's rollout, N rows; adv: [N]; valid: [N] bool (an empty completion: out of the loss and of

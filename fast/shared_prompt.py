@@ -37,7 +37,7 @@ def usable(policy) -> bool:
 
 
 class SharedPrompt:
-    """update.policy_update's forward with shared prompts: `micro_batches(rows)` yields row ids [n] (each
+    """update.role_backward's forward with shared prompts: `micro_batches(rows)` yields row ids [n] (each
     micro-batch inside one chunk of at most `per_chunk` prompts, --prompts-per-chunk), `logprobs(ids)` [n, T];
     after a chunk's last micro-batch (its loss backward done) the generator runs the chunk's prompt backward
     (timed as policy_forward_backward). The reference (reference=True, called under no_grad with the adapters

@@ -258,7 +258,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
         tiny_policy.zero_grad(set_to_none=True)
         adv, _ = grpo.group_advantages(torch.tensor([rewards]), torch.ones(1, 4, dtype=torch.bool))
         clock = progress.Clock("cpu")
-        loss, _ = update.policy_update(tiny_policy, "coder", r, adv[0], torch.ones(4, dtype=torch.bool), 8, args, clock)
+        loss, _ = update.role_backward(tiny_policy, "coder", r, adv[0], torch.ones(4, dtype=torch.bool), 8, args, clock)
         grads = [p.grad for n, p in tiny_policy.named_parameters() if "lora_B.coder" in n]
         if expect_grad:
             assert all(g is not None and torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
@@ -268,7 +268,7 @@ def test_one_sided_group_gives_adapter_gradient_equal_group_none(tiny_policy, to
 
 def coder_grads(policy, r, adv, args):
     policy.zero_grad(set_to_none=True)
-    loss, _ = update.policy_update(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16, args,
+    loss, _ = update.role_backward(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16, args,
                                   progress.Clock("cpu"))
     return loss, {n: p.grad.clone() for n, p in policy.named_parameters() if "lora_" in n and p.grad is not None}
 
@@ -309,7 +309,7 @@ def test_an_empty_completion_stays_out_of_the_normaliser(tiny_policy, tokenizer,
     real = grpo.grpo_loss
     monkeypatch.setattr(grpo, "grpo_loss", lambda logp, old, ref, adv, w, *a: seen.append(w.clone()) or real(logp, old, ref, adv, w, *a))
     args = train.get_args(["--loss-type", loss_type, "--micro-batch", "8"])
-    update.policy_update(tiny_policy, "coder", r, torch.tensor([1.0, 0.0, -1.0]), r.valid, 16, args, progress.Clock("cpu"))
+    update.role_backward(tiny_policy, "coder", r, torch.tensor([1.0, 0.0, -1.0]), r.valid, 16, args, progress.Clock("cpu"))
     assert len(seen) == 1 and seen[0].flatten().tolist() == pytest.approx([w0] * 3 + [w2, w2, 0.0], rel=1e-6)
 
 
@@ -379,7 +379,7 @@ def test_gradient_checkpointing_flag_recomputes_in_training_and_sampling_keeps_t
         layer = policy.base_model.model.model.layers[0].self_attn
         calls[on] = 0
         handle = layer.register_forward_hook(lambda *_: calls.__setitem__(on, calls[on] + 1))
-        update.policy_update(policy, "coder", r, torch.tensor([1.0, -1.0, 0.5, -0.5]), r.valid, 16, args,
+        update.role_backward(policy, "coder", r, torch.tensor([1.0, -1.0, 0.5, -0.5]), r.valid, 16, args,
                              progress.Clock("cpu"))
         handle.remove()
         grads[on] = {n: p.grad for n, p in policy.named_parameters() if p.grad is not None}

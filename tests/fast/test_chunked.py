@@ -45,7 +45,7 @@ def test_chunked_logprobs_and_grads_equal_the_whole_logits(tiny_policy, tokenize
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_no_logits_tensor_in_the_loss_pass_exceeds_chunk_positions(tiny_policy, tokenizer, shared):
-    """update.policy_update (--beta 0.04: the reference pass too) with --logprob-chunk 4: a forward hook on the LM
+    """update.role_backward (--beta 0.04: the reference pass too) with --logprob-chunk 4: a forward hook on the LM
     head records every output's shape, in the forward and in the backward's recomputation; the largest has at most
     4 x V elements. The same hook on the whole-logits rollout.logprobs sees [6, T + 1, V], so it does see the
     logits. Catches: the model's own head run on every position (logits_to_keep), a piece larger than asked."""
@@ -57,7 +57,7 @@ def test_no_logits_tensor_in_the_loss_pass_exceeds_chunk_positions(tiny_policy, 
         args = train.get_args(["--beta", "0.04", "--micro-batch", "4", "--logprob-chunk", "4"]
                               + ([] if shared else ["--no-shared-prompt"]))
         assert isinstance(update.scorer(tiny_policy, r, args), shared_prompt.SharedPrompt if shared else update.RowByRow)
-        loss, _ = update.policy_update(tiny_policy, "coder", r, torch.tensor([1.0, -0.5, 0.3, 0.8, -1.2, 0.4]),
+        loss, _ = update.role_backward(tiny_policy, "coder", r, torch.tensor([1.0, -0.5, 0.3, 0.8, -1.2, 0.4]),
                                        torch.ones(6, dtype=torch.bool), 16, args, progress.Clock("cpu"))
         pieces = len(seen)
         with torch.no_grad():

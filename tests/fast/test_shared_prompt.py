@@ -1,4 +1,4 @@
-"""The shared-prompt loss pass (fast/shared_prompt.py: update.policy_update's default forward) equals the
+"""The shared-prompt loss pass (fast/shared_prompt.py: update.role_backward's default forward) equals the
 row-by-row one (--no-shared-prompt: update.RowByRow, rollout.logprobs): the loss and every LoRA gradient,
 fp32, for every --loss-type, with and without --beta; on a tiny random Qwen2 and once on the embedded
 SmolLM2-135M. `pytest -rP` prints each comparison's max differences."""
@@ -21,11 +21,11 @@ def shared_logprobs(policy, r, ids):
 
 
 def loss_and_grads(policy, r, adv, flags, shared: bool):
-    """update.policy_update's loss and LoRA gradients, with the shared-prompt forward or the row-by-row one."""
+    """update.role_backward's loss and LoRA gradients, with the shared-prompt forward or the row-by-row one."""
     args = train.get_args(flags + ([] if shared else ["--no-shared-prompt"]))
     assert isinstance(update.scorer(policy, r, args), shared_prompt.SharedPrompt if shared else update.RowByRow)
     policy.zero_grad(set_to_none=True)
-    loss, metrics = update.policy_update(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16,
+    loss, metrics = update.role_backward(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16,
                                          args, progress.Clock("cpu"))
     grads = {n: p.grad.clone() for n, p in policy.named_parameters() if "lora_" in n and p.grad is not None}
     return loss, metrics, grads

@@ -70,7 +70,7 @@ def test_two_ranks_equal_one_process_with_both_problems(tmp_path):
 def test_a_role_without_rows_on_this_rank_still_joins_its_collective(monkeypatch):
     """update.gradient_step with --roles planner,coder,debugger on a rank whose Debugger had no failing program
     (no 'debugger' credit): the normaliser all-reduce still runs once per role per iteration, in the roles' order,
-    as on a rank that has debugger rows (each policy_update runs one). Catches: the rank skipping the role, so
+    as on a rank that has debugger rows (each role_backward runs one). Catches: the rank skipping the role, so
     its next collective meets the other ranks' debugger all-reduce (NCCL: a hang or wrong sums)."""
     import types
 
@@ -82,10 +82,10 @@ def test_a_role_without_rows_on_this_rank_still_joins_its_collective(monkeypatch
     monkeypatch.setattr(distributed, "normaliser_share", lambda mask, loss_type: calls.append(mask.shape[0]) or 1.0)
     monkeypatch.setattr(distributed, "reduce_grads", lambda params, bad: calls.append("grads") or bad)
 
-    def policy_update(policy, role, *a, **k):  # the real one calls normaliser_share once, first
+    def role_backward(policy, role, *a, **k):  # the real one calls normaliser_share once, first
         distributed.normaliser_share(torch.ones(3, 1), "token")
         return 0.0, {}
-    monkeypatch.setattr(update, "policy_update", policy_update)
+    monkeypatch.setattr(update, "role_backward", role_backward)
     args = train.get_args(["--roles", "planner,coder,debugger", "--num-iterations", "2"])
     monkeypatch.setattr(update, "all_logprobs", lambda *a: None)
     p = torch.nn.Parameter(torch.zeros(2))
