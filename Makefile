@@ -97,6 +97,22 @@ frameworks: $(VENV)/.installed
 	$(PY) eval.py $(MODEL_FLAG) --compare coder=$(FW)/coder core=$(FW)/core plan_debug=$(FW)/plan_debug \
 	  retrieve_plan=$(FW)/retrieve_plan mapcoder=$(FW)/mapcoder --datasets '$(FW_SETS)' --out $(FW)/compare
 
+# The arms of `make paper` and `make learn`, each from one SFT: $(call RUN_ARMS,DIR,SIDE,ARMS,FLAGS) trains every
+# name:flags of ARMS into DIR/name (log DIR/name.log) with FLAGS and its own flags, resumable (STAGE_WITH); side by
+# side at one CPU thread each (SIDE=yes, the default without a GPU: each arm an equal share of the machine) or one
+# after another (SIDE=no, the default where torch sees a GPU: side by side they would share its memory); an arm
+# whose --algo train.py does not offer is listed as not run.
+RUN_ARMS = algos=",$$($(TRAIN) --help | tr -d ' \n' | grep -o -- '--algo{[^}]*}' | head -1 | sed 's/--algo{//; s/}//'),"; \
+	side="$(2)"; [ -n "$$side" ] || side=$$($(PY) -c 'import torch; print("no" if torch.cuda.is_available() else "yes")'); \
+	[ "$$side" = yes ] || echo "the arms one after another (one GPU: side by side they would share its memory)"; \
+	export OMP_NUM_THREADS=1; pids=""; \
+	for arm in $(3); do name=$${arm%%:*}; flags=$${arm$(hash)*:}; algo=$$(echo "$$flags" | sed -n 's/.*--algo \([a-z]*\).*/\1/p'); \
+	  if [ -n "$$algo" ] && ! echo "$$algos" | grep -q ",$$algo,"; then echo "$$name: train.py has no --algo $$algo: not run"; continue; fi; \
+	  echo "$$name: training, log in $(1)/$$name.log"; \
+	  ( $(call STAGE_WITH,$(TRAIN),$(1)/$$name,coder,$(4) $$flags) ) >> $(1)/$$name.log 2>&1 & pids="$$pids $$!"; \
+	  [ "$$side" = yes ] || { wait $$! || { echo "$$name failed: see $(1)/$$name.log"; exit 1; }; pids=""; }; \
+	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(1)/*.log"; exit 1; }; done
+
 # The paper's comparison (docs/results.md): one cold-start SFT, then every training arm from it at equal wall
 # time (PAPER_MIN minutes of steps each, all side by side, one thread each: an equal share of the machine), then
 # every system on every benchmark (each (system, benchmark) result cached in $(PAPER)/cache: a rerun skips what
@@ -129,6 +145,7 @@ PAPER_ARM ?= $(if $(PAPER_SMALL),--steps 1 --problems-per-step 1 --num-plans 2 -
 PAPER_EVAL ?= $(if $(PAPER_SMALL),--debug-rounds 1 --workers 1,--batch-size 64)
 TRAIN ?= $(PY) train.py
 EVAL ?= $(PY) eval.py
+PAPER_GRPO = $(MODEL_FLAG) --init $(PAPER)/sft --sft-steps 0 --train-data $(PAPER_TRAIN) --workers 1 $(PAPER_SIZES) $(PAPER_ARM)
 PAPER_ARMS = coder:--roles\ coder core: core_eff:--efficiency-weight\ 0.5 \
 	ppocoder:--algo\ ppo\ --roles\ coder stepcoder:--algo\ stepcoder\ --roles\ coder codedpo:--algo\ codedpo\ --roles\ coder
 # The evaluation and the table of `make paper`: $(call PAPER_TABLE,SUFFIX,EVAL FLAGS) writes $(PAPER)/compare$(SUFFIX)
@@ -146,17 +163,7 @@ paper: $(VENV)/.installed
 	$(PY) -m measure.decontam --train train,io_train$(if $(MBPP_TRAIN),$(comma)mbpp:$(MBPP)@train) --eval '$(PAPER_SETS)' \
 	  --out $(PAPER)/decontam.json $(if $(MBPP_TRAIN),--clean mbpp:$(MBPP)@train=$(PAPER)/mbpp_train.jsonl)
 	$(call STAGE_WITH,$(TRAIN),$(PAPER)/sft,coder,$(MODEL_FLAG) --train-data $(PAPER_TRAIN) --grpo-steps 0 $(PAPER_SIZES) $(PAPER_SFT))
-	algos=",$$($(TRAIN) --help | tr -d ' \n' | grep -o -- '--algo{[^}]*}' | head -1 | sed 's/--algo{//; s/}//'),"; \
-	side="$(PAPER_SIDE)"; [ -n "$$side" ] || side=$$($(PY) -c 'import torch; print("no" if torch.cuda.is_available() else "yes")'); \
-	[ "$$side" = yes ] || echo "the arms one after another (one GPU: side by side they would share its memory)"; \
-	export OMP_NUM_THREADS=1; pids=""; \
-	for arm in $(PAPER_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; algo=$$(echo "$$flags" | sed -n 's/.*--algo \([a-z]*\).*/\1/p'); \
-	  if [ -n "$$algo" ] && ! echo "$$algos" | grep -q ",$$algo,"; then echo "$$name: train.py has no --algo $$algo: not run"; continue; fi; \
-	  echo "$$name: training, log in $(PAPER)/$$name.log"; \
-	  ( $(call STAGE_WITH,$(TRAIN),$(PAPER)/$$name,coder,$(MODEL_FLAG) --init $(PAPER)/sft --sft-steps 0 --train-data $(PAPER_TRAIN) \
-	    --workers 1 $(PAPER_SIZES) $(PAPER_ARM) $$flags) ) >> $(PAPER)/$$name.log 2>&1 & pids="$$pids $$!"; \
-	  [ "$$side" = yes ] || { wait $$! || { echo "$$name failed: see $(PAPER)/$$name.log"; exit 1; }; pids=""; }; \
-	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(PAPER)/*.log"; exit 1; }; done
+	$(call RUN_ARMS,$(PAPER),$(PAPER_SIDE),$(PAPER_ARMS),$(PAPER_GRPO))
 	$(call PAPER_TABLE,,)
 
 # The table of what a `make paper` still running (same variables) has finished so far, from its cache: nothing is
@@ -187,12 +194,7 @@ LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data train,
 learn: $(VENV)/.installed
 	mkdir -p $(LEARN)
 	$(call STAGE_WITH,$(TRAIN),$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data train$(comma)io_train --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))
-	side="$(LEARN_SIDE)"; [ -n "$$side" ] || side=$$($(PY) -c 'import torch; print("no" if torch.cuda.is_available() else "yes")'); \
-	export OMP_NUM_THREADS=1; pids=""; \
-	for arm in $(LEARN_ARMS); do name=$${arm%%:*}; flags=$${arm#*:}; echo "$$name: training, log in $(LEARN)/$$name.log"; \
-	  ( $(call STAGE_WITH,$(TRAIN),$(LEARN)/$$name,coder,$(LEARN_GRPO) $$flags) ) >> $(LEARN)/$$name.log 2>&1 & pids="$$pids $$!"; \
-	  [ "$$side" = yes ] || { wait $$! || { echo "$$name failed: see $(LEARN)/$$name.log"; exit 1; }; pids=""; }; \
-	done; for p in $$pids; do wait $$p || { echo "an arm failed: see $(LEARN)/*.log"; exit 1; }; done
+	$(call RUN_ARMS,$(LEARN),$(LEARN_SIDE),$(LEARN_ARMS),$(LEARN_GRPO))
 	$(PY) -m measure.curves $(LEARN)
 curves: $(VENV)/.installed
 	$(PY) -m measure.curves $(LEARN)
