@@ -218,7 +218,9 @@ class Result:
         return {**asdict(self), "pass_rate": self.pass_rate}
 
 
-def _failed_all(verdict, n, detail, unsafe=False):
+def not_run(verdict: str, n: int, detail: str, unsafe: bool = False) -> "Result":
+    """The Result of a program that never ran: each of its n tests gets `verdict` (no_code: nothing to run;
+    sandbox_error: the sandbox refused or failed), 0 passed, no time or memory spent."""
     return Result(verdict, 0, n, 0.0, 0.0, 0.0, detail, (verdict,) * n, (None,) * n, (None,) * n, (None,) * n, unsafe)
 
 
@@ -252,11 +254,11 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
     if tests and io_tests:
         raise ValueError("a problem has function tests or I/O tests, not both")
     if program is None or not program.strip():
-        return _failed_all("no_code", n, "no program")
+        return not_run("no_code", n, "no program")
     if mode is None:
         chosen = isolation()
         if not chosen.isolated and not UNSAFE:
-            return _failed_all("sandbox_error", n, chosen.refusal())
+            return not_run("sandbox_error", n, chosen.refusal())
         mode = chosen.mode
     unsafe = mode not in SAFE
     plans = kinds.plan_tests(program, tests, io_tests, setup)
@@ -268,7 +270,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
     ran = launch.run(job, key, reports.feed, limit, WALL_FACTOR * cpu_limit, ENV)
     wall_s = ran.wall_s
     if ran.error:
-        return _failed_all("sandbox_error", n, ran.error, unsafe)
+        return not_run("sandbox_error", n, ran.error, unsafe)
     if ran.memory:  # over the run's budget: killed whole, every test lost (sandboxing/memory.py)
         return Result("memory", 0, n, round(ran.cpu_s, 4), round(wall_s, 4), 0.0, ran.memory, ("memory",) * n,
                       (None,) * n, (None,) * n, (None,) * n, unsafe, None, ran.peak_mb)
@@ -297,7 +299,7 @@ def run_program(program: str | None, tests=(), *, io_tests=(), setup: str = "", 
         cost_s, cost_mb = costs.net((ran.outside_s, ran.outside_mb), fixed)
         return dataclasses.replace(result, cost_s=cost_s, cost_mb=cost_mb, fixed=fixed)
     except Exception as e:  # a defect of ours, met through a report no test foresaw
-        return _failed_all("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
+        return not_run("sandbox_error", n, f"sandbox: judging the reports: {type(e).__name__}: {e}"[:300], unsafe)
 
 
 def _empty_run(program, tests, io_tests, setup, timeout_s, memory_mb, mode):

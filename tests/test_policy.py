@@ -210,7 +210,7 @@ def test_a_sandbox_that_judges_nothing_stops_the_run_at_a_checkpoint(tokenizer, 
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
     monkeypatch.setattr(sandbox, "run_many", lambda jobs, workers=None, progress=False: [
-        sandbox._failed_all("sandbox_error", 4, "sandbox: KeyError: 'hide_files'") for _ in jobs])
+        sandbox.not_run("sandbox_error", 4, "sandbox: KeyError: 'hide_files'") for _ in jobs])
     with pytest.raises(train.TrainingError, match=r"^steps 1-2: the sandbox failed on every program "
                        r"\(sandbox: KeyError: 'hide_files'\); stopped at a checkpoint, --resume "):
         train.main(["--grpo-steps", "10", "--sft-steps", "0", "--problems-per-step", "1", "--num-plans", "2",

@@ -72,7 +72,7 @@ def test_shaped_reward_hand_values():
     assert reward.program_reward(result("passed", "passed", "failed", "failed"), "shaped") == pytest.approx(0.6)
     assert reward.program_reward(result("passed", "passed", "failed", "error"), "shaped") == pytest.approx(0.5)
     assert reward.program_reward(result("timeout", "timeout"), "shaped") == 0.0
-    assert reward.program_reward(sandbox._failed_all("no_code", 3, "no code"), "shaped") == 0.0
+    assert reward.program_reward(sandbox.not_run("no_code", 3, "no code"), "shaped") == 0.0
     assert not reward.no_error(sandbox.Result("failed", 0, 0, 0, 0, 0))
     args = train.get_args(["--reward", "shaped"])
     rs = [result("passed", "passed"), result("passed", "failed"), result("passed", "error"), result("error", "error")]
