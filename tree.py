@@ -13,7 +13,7 @@ optional: the chains train.py and eval.py run are roles.CHAINS.
 
     tree = build(problems, ["planner", "coder"], {"planner": G, "coder": M}, generate)  # each program's Result
     reward.step_rewards(tree, problems, args)  # each program node's reward, written once (reward.py)
-    credit = advantages(tree)              # {role: Credit(adv [N], valid [N], zero_std)}
+    credit = advantages(tree)              # {role: Credit(adv [N], valid [N], reward [N], frac_zero_std)}
 
 `generate(role, chats, n)` samples n completions per chat (prompt-major, len(chats) * n of them) and
 returns their texts, or an object with `.texts` (a rollout.Rollout: kept in tree.outputs[role], in
@@ -195,7 +195,7 @@ class Credit:
     adv: torch.Tensor  # [N] one advantage per node of the role, in tree.of(role) order (= rollout rows)
     valid: torch.Tensor  # [N] bool: the node enters the loss
     reward: torch.Tensor  # [N] its credit R (tree roles) or reward (repairs)
-    zero_std: float  # fraction of the role's sibling groups without signal
+    frac_zero_std: float  # fraction of the role's sibling groups without signal (grpo's zero_std: per group)
 
 
 def advantages(tree: Tree, credit: str = "mean", scale: bool = True, coder_baseline: str = "plan",

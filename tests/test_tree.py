@@ -89,7 +89,7 @@ def test_three_level_tree_has_the_shape_and_credit_of_the_worked_example():
     e = 0.5 / 0.5001
     assert c["coder"].adv.tolist() == pytest.approx([e, -e, -e, e, 0, 0, 0.125 / 0.1251, -0.125 / 0.1251], rel=1e-6)
     assert c["coder"].valid.tolist() == [True] * 5 + [False] + [True] * 2
-    assert c["planner"].zero_std == 0.5 and c["retriever"].zero_std == 0.0
+    assert c["planner"].frac_zero_std == 0.5 and c["retriever"].frac_zero_std == 0.0
 
 
 def test_planner_coder_tree_is_the_two_level_case():
@@ -129,7 +129,7 @@ def test_debugger_repairs_only_programs_failing_a_visible_test():
     assert "Test: add(1, 2)\nExpected: 3\nGot: 0" in prompt and "# r=0.25" in prompt and "Plan:\n1. Add." in prompt
     c = tree.advantages(t)
     assert c["debugger"].adv.tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501, 0, 0], rel=1e-6)
-    assert c["debugger"].zero_std == 0.5
+    assert c["debugger"].frac_zero_std == 0.5
     g = tree.advantages(t, debug_reward="gain")["debugger"]
     assert g.reward.tolist() == [0.75, 0.25, 0.5, 0.5] and torch.equal(g.adv, c["debugger"].adv)
     assert c["coder"].reward.tolist() == [1.0, 0.25, 0.0]  # pre-repair
@@ -159,7 +159,7 @@ def test_a_node_reward_is_written_once_by_step_rewards_and_reaches_the_credit():
     c = tree.advantages(t)
     e = 0.5 / 0.5001
     assert c["coder"].reward.tolist() == [1.0, 0.0, 0.0, 0.0]
-    assert c["coder"].adv.tolist() == pytest.approx([e, -e, 0.0, 0.0], rel=1e-6) and c["coder"].zero_std == 0.5
+    assert c["coder"].adv.tolist() == pytest.approx([e, -e, 0.0, 0.0], rel=1e-6) and c["coder"].frac_zero_std == 0.5
     assert c["planner"].reward.tolist() == [0.5, 0.0]
     assert c["planner"].adv.tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501], rel=1e-6)
     assert c["debugger"].reward.tolist() == [1.0, 0.5, 0.75] and c["debugger"].adv.tolist() == [0.0, 0.0, 0.0]
