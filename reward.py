@@ -5,31 +5,40 @@ correct code (--efficiency-weight; grpo.efficiency_bonus, or the authors' releas
 release), on each program's cost measured outside its run (sandbox.Result.cost_s / cost_mb).
 docs/algorithm.md#the-reward.
 """
+from contextlib import nullcontext
+
 import torch
 
 import grpo
 from measure import efficiency, scoring
 
 
-def step_rewards(rollouts, problems, args, clock) -> torch.Tensor:
-    """Step 2 of train.grpo_step: rewards r [B, 1, programs per problem] of the step's programs (rewards_of), in tree order, each
-    also written into its program's node, so that --reward all_pass and the efficiency bonus reach the credit.
+def step_rewards(rollouts, problems, args, clock=None) -> torch.Tensor:
+    """Step 2 of train.grpo_step, the one place a program node's reward is written (tree.build runs the
+    programs and keeps each Result, tree.advantages reads the rewards): returns the Coder's rewards
+    r [B, 1, programs per problem] (rewards_of: --reward, the efficiency bonus), in tree order, each also
+    written into its program's node; a repair's node (a 'repair' role's program) gets its pass rate on all
+    tests (the repaired r of grpo.debugger_advantages, --debug-reward). A node without a result (an
+    evaluation tree, judge=False) keeps 0.
 
     With --efficiency-weight > 0 and --efficiency-reward net the problems' reference solutions run too: their
     cost (CPU s measured outside the run) is the bonus's yardstick (ref_times [B] seconds, NaN for a problem
-    without one).
+    without one). clock(phase): a context manager that times the reference runs (progress.Clock; None: untimed).
     """
     B = len(problems)
     coders = rollouts.of("coder")
     results = [rollouts.nodes[i].result for i in coders]
     ref_times = None
     if args.efficiency_weight > 0 and not release(args):
-        with clock("sandbox"):
+        with clock("sandbox") if clock else nullcontext():
             costs = scoring.reference_costs(problems, args)
         ref_times = torch.tensor([c[0] if c else float("nan") for c in costs])  # [B]
     rewards = rewards_of(results, (B, 1, len(coders) // B), args, ref_times)  # [B, 1, programs per problem]
     for i, r in zip(coders, rewards.flatten().tolist()):
         rollouts.nodes[i].reward = r
+    for n in rollouts.nodes:  # the repairs
+        if n.role != "coder" and n.result is not None:
+            n.reward = n.result.pass_rate
     return rewards
 
 

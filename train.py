@@ -152,7 +152,7 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
         "best_of_problem": rewards.flatten(1).amax(1).mean().item(),
         "plan_reward_std": rewards.view(B, len(rollouts.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False)
         .mean().item() if planned else None,
-        **{f"frac_zero_std_{role}": credit[role].zero_std for role in active}, **per_role,
+        **{f"frac_zero_std_{role}": credit[role].frac_zero_std for role in active}, **per_role,
         "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
         "plan_tokens": mean_tokens(outputs, "planner") if planned else None,
         "code_tokens": mean_tokens(outputs, "coder"),

@@ -11,8 +11,9 @@ every program that fails its visible tests (the role's visible_job, roles.py), f
 1; evaluation up to 3, each round repairing the repairs that still fail). Every level but the Coder is
 optional: the chains train.py and eval.py run are roles.CHAINS.
 
-    tree = build(problems, ["planner", "coder"], {"planner": G, "coder": M}, generate)
-    credit = advantages(tree)              # {role: Credit(adv [N], valid [N], zero_std)}
+    tree = build(problems, ["planner", "coder"], {"planner": G, "coder": M}, generate)  # each program's Result
+    reward.step_rewards(tree, problems, args)  # each program node's reward, written once (reward.py)
+    credit = advantages(tree)              # {role: Credit(adv [N], valid [N], reward [N], frac_zero_std)}
 
 `generate(role, chats, n)` samples n completions per chat (prompt-major, len(chats) * n of them) and
 returns their texts, or an object with `.texts` (a rollout.Rollout: kept in tree.outputs[role], in
@@ -49,7 +50,7 @@ class Node:
     program: str | None = None  # program roles: what the sandbox ran
     result: sandbox.Result | None = None  # program roles: the run on all tests
     visible: sandbox.Result | None = None  # the run on the visible tests (programs checked for repair)
-    reward: float = 0.0  # program roles: the final reward (pass rate by default)
+    reward: float = 0.0  # program roles: written once, by reward.step_rewards (0 until then)
 
 
 @dataclass
@@ -119,8 +120,9 @@ def _expand(tree, role, parents, chats, n, generate):
     return made
 
 
-def _score(tree, ids, run, timeout_s, reward, judge=True):
-    """Programs of nodes `ids` -> sandbox on all tests -> result, reward (judge=False: programs only)."""
+def _score(tree, ids, run, timeout_s, judge=True):
+    """Programs of nodes `ids` -> sandbox on all tests -> result (judge=False: programs only). The reward is
+    not written here: reward.step_rewards writes every program node's reward from its result."""
     for i in ids:
         n = tree.nodes[i]
         code = coder.extract_code(n.text)
@@ -129,7 +131,7 @@ def _score(tree, ids, run, timeout_s, reward, judge=True):
         return
     results = run([tree.problems[tree.nodes[i].problem].sandbox_job(tree.nodes[i].program, timeout_s) for i in ids])
     for i, res in zip(ids, results):
-        tree.nodes[i].result, tree.nodes[i].reward = res, reward(res)
+        tree.nodes[i].result = res
 
 
 def _failing_visible(tree, ids, run, timeout_s, role) -> list[int]:
@@ -143,19 +145,19 @@ def _failing_visible(tree, ids, run, timeout_s, role) -> list[int]:
     return [i for i in todo if tree.nodes[i].visible.verdict != "passed"]
 
 
-def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4.0, reward=None,
+def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4.0,
           debug_rounds: int = 1, corpus=None, k: int | None = None, judge: bool = True) -> Tree:
     """The forest of rollouts for `problems` (one tree each) under the roles `chain` (roles.parse_chain).
 
     sizes: {role: children per node} (R, G, M, D); generate(role, chats, n): module docstring;
-    run(jobs) -> [sandbox.Result] (default sandbox.run_many); reward(result) -> float (default: pass rate);
+    run(jobs) -> [sandbox.Result] (default sandbox.run_many);
     debug_rounds: rounds of repair for a 'repair' role; corpus: a retriever.Corpus for `--retrieval
     corpus` (the roots carry its k examples; no Retriever node is made even if the chain names it);
     judge=False (evaluation, which scores the final programs itself): programs are not run on all tests,
-    only on the visible one where a repair role needs it, and rewards stay 0.
+    only on the visible one where a repair role needs it. Every node's reward stays 0: reward.step_rewards
+    writes the programs' (training, between build and advantages).
     """
     run = run or sandbox.run_many
-    reward = reward or (lambda res: res.pass_rate)
     tree = Tree(list(problems), list(chain))
     for b, p in enumerate(problems):
         examples = corpus.search(p, k or 2) if corpus is not None else None
@@ -169,7 +171,7 @@ def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4
             chats = [role.messages(problems[tree.nodes[i].problem], tree.upstream(i)) for i in level]
             level = _expand(tree, role, level, chats, sizes[name], generate)
             if role.program:
-                _score(tree, level, run, timeout_s, reward, judge)
+                _score(tree, level, run, timeout_s, judge)
         else:  # repair: the programs of the level above that fail a visible test, round after round
             for _ in range(debug_rounds):
                 failing = _failing_visible(tree, level, run, timeout_s, role)
@@ -181,7 +183,7 @@ def build(problems, chain, sizes: dict, generate, run=None, timeout_s: float = 4
                     up["feedback"] = role.feedback(problems[tree.nodes[i].problem], tree.nodes[i].visible)
                     chats.append(role.messages(problems[tree.nodes[i].problem], up))
                 level = _expand(tree, role, failing, chats, sizes[name], generate)
-                _score(tree, level, run, timeout_s, reward, judge)
+                _score(tree, level, run, timeout_s, judge)
                 for i in level:  # a repair with no program (its reward stays 0) leaves the program as it was:
                     if tree.nodes[i].program is None:  # the next round repairs that one, evaluation scores it
                         tree.nodes[i].program = tree.nodes[tree.nodes[i].parent].program
@@ -193,7 +195,7 @@ class Credit:
     adv: torch.Tensor  # [N] one advantage per node of the role, in tree.of(role) order (= rollout rows)
     valid: torch.Tensor  # [N] bool: the node enters the loss
     reward: torch.Tensor  # [N] its credit R (tree roles) or reward (repairs)
-    zero_std: float  # fraction of the role's sibling groups without signal
+    frac_zero_std: float  # fraction of the role's sibling groups without signal (grpo's zero_std: per group)
 
 
 def advantages(tree: Tree, credit: str = "mean", scale: bool = True, coder_baseline: str = "plan",

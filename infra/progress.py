@@ -55,7 +55,7 @@ class Clock:
 COSTS = {"load": 5.0, "sft planner": 5.9, "sft coder": 7.3, "sft debugger": 7.3, "grpo": 20.4, "eval": 10.0}
 
 
-class Run:
+class Stages:
     """The stages of a run in order, each with its units (steps, or problems for 'eval'), the units done, the
     guessed seconds per unit (COSTS, scaled; None: no guess) and the units timed in this process with their
     seconds. The ETA of what is left: a stage with timed units at its own measured rate; one not timed yet at
@@ -107,7 +107,7 @@ class Run:
         return "will run: " + ", ".join(parts) + f"; {total}; the bars' ETA corrects it as steps are timed"
 
 
-RUN: Run | None = None  # the run in progress (start), for the bars of sft.py and train.py
+STAGES: Stages | None = None  # the run in progress (start), for the bars of sft.py and train.py
 
 
 def clock(s: float | None) -> str:
@@ -122,7 +122,7 @@ def evaluations(steps: int, every: int) -> int:
     return 1 + (steps // every + (steps % every != 0) if every > 0 else 1)
 
 
-def start(args, device: str, eval_problems: int, show: bool = True, state: dict | None = None) -> Run:
+def start(args, device: str, eval_problems: int, show: bool = True, state: dict | None = None) -> Stages:
     """The run's stages from its flags (load, SFT per role, evaluations, GRPO steps), printed as one line.
     Guesses (COSTS) only for the embedded model in float32 on a CPU; the GRPO guess scales with the step's
     tokens (problems x (plans x plan tokens + codes x code tokens)), SFT's with --sft-batch. state: a
@@ -148,12 +148,12 @@ def start(args, device: str, eval_problems: int, show: bool = True, state: dict 
     stages += [("eval", evaluations(args.steps, args.eval_every) * eval_problems,
                 g(COSTS["eval"] * args.max_code_tokens / 128), evals_done * eval_problems)]
     stages += [("grpo", args.steps, g(COSTS["grpo"] * tokens / (2 * (2 * 48 + 2 * 4 * 128))), step)]
-    global RUN
+    global STAGES
     budget = getattr(args, "time_budget", None)
-    RUN = Run(stages, show, {"grpo": max(0.0, 60 * budget - state.get("grpo_s", 0.0))} if budget else None)  # minutes
+    STAGES = Stages(stages, show, {"grpo": max(0.0, 60 * budget - state.get("grpo_s", 0.0))} if budget else None)  # minutes
     if show:
-        print(RUN.plan_line(), flush=True)
-    return RUN
+        print(STAGES.plan_line(), flush=True)
+    return STAGES
 
 
 def bar(iterable, name: str, total: int | None = None, initial: int = 0, disable: bool = False):
@@ -162,7 +162,7 @@ def bar(iterable, name: str, total: int | None = None, initial: int = 0, disable
     evaluation's own bar is never drawn inside it; after it the stage goes on in a new bar below, which counts
     the step just done. A caller that stops after an item (train.py breaks after its last step, evaluated)
     gets that step counted too when an evaluation ended it, so the run ends on N/N."""
-    run = RUN
+    run = STAGES
     if run is None:
         yield from tqdm(iterable, desc=name, total=total, initial=initial, disable=disable, dynamic_ncols=True)
         return
@@ -206,9 +206,9 @@ def bar(iterable, name: str, total: int | None = None, initial: int = 0, disable
 
 def pause() -> None:
     """Close the open stage bar (its line stays); the stage's next step opens a new one."""
-    if RUN is not None and RUN.open is not None:
-        RUN.open.close()
-        RUN.open = None
+    if STAGES is not None and STAGES.open is not None:
+        STAGES.open.close()
+        STAGES.open = None
 
 
 def print_profile(rows: list):
@@ -226,8 +226,8 @@ def print_profile(rows: list):
 
 def record_eval(seconds: float, problems: int) -> None:
     """An evaluation's seconds into the run's ETA (its own stage, 'eval'); train.py calls it after eval.held_out."""
-    if RUN is not None:
-        RUN.record("eval", seconds, problems)
+    if STAGES is not None:
+        STAGES.record("eval", seconds, problems)
 
 
 def summary(run_dir: Path, wall_s: float) -> str:

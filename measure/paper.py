@@ -8,7 +8,7 @@ and CoRe-Code with the efficiency reward); a system the results do not hold is l
 One block per benchmark, columns:
     pass@1       greedy, percent of the problems the system saw, with its 95 % interval
                  (stats.bootstrap_ci: percentile bootstrap over problems)
-    n            problems the system saw (multi-call systems may see a seeded subset: eval.subset)
+    n            problems the system saw (multi-call systems may see a seeded subset: harness.subset)
     vs CoRe-Code difference in points and McNemar's exact p (stats.paired_test) on the problems both saw
     NET / NMU    EffiBench's normalised time / memory over the problems every system of the block solves
                  (efficiency.summary), the systems that saw a seeded subset left out of it (their NET / NMU: –);
@@ -140,7 +140,7 @@ def markdown(results: dict, decontam_report: dict | None = None) -> str:
                                       for d in datasets)
              + ". Every system in direct or plan mode (one program from at most two model calls) saw all of them"
              + (f"; the multi-call systems (MapCoder, CollabCoder: 4 to ~10 calls a problem) a fixed seeded subset "
-                f"of {multi} of each (eval.subset), so their intervals are wider and their paired tests use those "
+                f"of {multi} of each (harness.subset), so their intervals are wider and their paired tests use those "
                 "problems only." if multi else "; so did the multi-call systems.")]
     if decontam_report:
         lines.append("\n" + decontam.summary(decontam_report))

@@ -231,6 +231,7 @@ def test_a_run_folder_knows_its_model(tmp_path):
     of a 1.5B run loaded onto the embedded 135M base (eval.py's default), a silent wrong base."""
     import eval as evaluation
     from infra import flags
+    from measure import harness
 
     gpu, cpu = tmp_path / "gpu", tmp_path / "cpu"
     for d, model, device, dtype in ((gpu, "Qwen2.5-Coder-1.5B", "cuda", "bfloat16"), (cpu, models.EMBEDDED, "cpu", "float32")):
@@ -238,7 +239,7 @@ def test_a_run_folder_knows_its_model(tmp_path):
         (d / "config.json").write_text(json.dumps({"model": model, "device": device, "dtype": dtype, "roles": ["planner", "coder"]}))
     args = evaluation.get_args(["--adapters", str(gpu), "--no-cache"])
     assert args.model == "Qwen2.5-Coder-1.5B"
-    assert evaluation.run_dtype(args, "cuda") == "bfloat16" and evaluation.run_dtype(args, "cpu") == "auto"
+    assert harness.run_dtype(args, "cuda") == "bfloat16" and harness.run_dtype(args, "cpu") == "auto"
     assert evaluation.get_args(["--adapters", str(gpu), "--model", "Qwen/Qwen2.5-Coder-1.5B-Instruct"]).model == \
         "Qwen/Qwen2.5-Coder-1.5B-Instruct"  # the same base by its hub id
     assert flags.get_args(["--init", str(gpu)]).model == "Qwen2.5-Coder-1.5B" and flags.get_args([]).model == models.EMBEDDED

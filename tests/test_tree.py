@@ -2,12 +2,14 @@
 credit through grpo.tree_advantages, the Debugger's trigger and rounds; and once with the real sandbox,
 that no hidden test ever reaches a Debugger prompt."""
 import re
+import types
 
 import pytest
 import torch
 
 import data
 import grpo
+import reward
 import roles
 import sandbox
 import tree
@@ -15,6 +17,13 @@ from sandboxing import kinds
 
 ADD = data.Problem("t/add", "Write add(a, b) that returns a + b.", "add",
                    ("assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 5) == 5", "assert add(-1, 1) == 0"))
+
+
+def rewarded(t: tree.Tree, kind: str = "pass_rate") -> tree.Tree:
+    """The tree with its program nodes' rewards written, as train.grpo_step's step 2 does (reward.step_rewards,
+    --reward kind, no efficiency bonus)."""
+    reward.step_rewards(t, t.problems, types.SimpleNamespace(reward=kind, efficiency_weight=0.0))
+    return t
 
 
 def code(r: float) -> str:
@@ -65,7 +74,8 @@ def test_three_level_tree_has_the_shape_and_credit_of_the_worked_example():
     children attached to the wrong parent (rows i*n + k), the empty code scored or kept in its group,
     the Planner's prompt without the retrieved examples, the Coder's without its plan."""
     gen = Scripted(retriever=[RECALL] * 2, planner=[f"1. Step of plan {i}." for i in range(4)], coder=CODES)
-    t = tree.build([ADD], ["retriever", "planner", "coder"], {"retriever": 2, "planner": 2, "coder": 2}, gen, fake_run)
+    t = rewarded(tree.build([ADD], ["retriever", "planner", "coder"], {"retriever": 2, "planner": 2, "coder": 2}, gen,
+                            fake_run))
     assert [t.nodes[i].parent for i in t.of("retriever")] == [0, 0]
     assert [t.nodes[i].parent for i in t.of("planner")] == [1, 1, 2, 2]
     assert [t.nodes[i].parent for i in t.of("coder")] == [3, 3, 4, 4, 5, 5, 6, 6]
@@ -79,7 +89,7 @@ def test_three_level_tree_has_the_shape_and_credit_of_the_worked_example():
     e = 0.5 / 0.5001
     assert c["coder"].adv.tolist() == pytest.approx([e, -e, -e, e, 0, 0, 0.125 / 0.1251, -0.125 / 0.1251], rel=1e-6)
     assert c["coder"].valid.tolist() == [True] * 5 + [False] + [True] * 2
-    assert c["planner"].zero_std == 0.5 and c["retriever"].zero_std == 0.0
+    assert c["planner"].frac_zero_std == 0.5 and c["retriever"].frac_zero_std == 0.0
 
 
 def test_planner_coder_tree_is_the_two_level_case():
@@ -88,7 +98,7 @@ def test_planner_coder_tree_is_the_two_level_case():
     builder that numbers rows differently from the rollouts (prompt-major), or groups across problems."""
     rs = [1, 0, 0.5, 0.5, 0, 0, 1, 0.25]
     gen = Scripted(planner=["1. a.", "1. b.", "1. c.", "1. d."], coder=[code(r) for r in rs])
-    t = tree.build([ADD, ADD], ["planner", "coder"], {"planner": 2, "coder": 2}, gen, fake_run)
+    t = rewarded(tree.build([ADD, ADD], ["planner", "coder"], {"planner": 2, "coder": 2}, gen, fake_run))
     c = tree.advantages(t)
     r = torch.tensor(rs).view(2, 2, 2)
     ok = torch.ones(2, 2, 2, dtype=torch.bool)
@@ -96,7 +106,8 @@ def test_planner_coder_tree_is_the_two_level_case():
     assert torch.equal(c["planner"].adv, grpo.planner_advantages(r, ok, torch.ones(2, 2, dtype=torch.bool))[0].flatten())
     assert torch.equal(tree.advantages(t, coder_baseline="problem")["coder"].adv,
                        grpo.coder_advantages(r, ok, "problem")[0].flatten())
-    single = tree.build([ADD, ADD], ["coder"], {"coder": 4}, Scripted(coder=[code(x) for x in rs]), fake_run)
+    single = rewarded(tree.build([ADD, ADD], ["coder"], {"coder": 4}, Scripted(coder=[code(x) for x in rs]),
+                                 fake_run))
     assert torch.equal(tree.advantages(single)["coder"].adv, grpo.coder_advantages(r.view(2, 1, 4), ok.view(2, 1, 4))[0].flatten())
     assert "Plan:" not in single.nodes[2].text and "coder" not in single.outputs or len(single.outputs["coder"]) == 1
 
@@ -109,7 +120,8 @@ def test_debugger_repairs_only_programs_failing_a_visible_test():
     the repairs of two programs in one group, the Coder credited with its repairs."""
     gen = Scripted(planner=["1. Add."], coder=[code(1), code(0.25), code(0)],
                    debugger=["Bug: x.\n" + code(1), "Bug: y.\n" + code(0.5), "Bug: z.\n" + code(0.5), "Bug: w.\n" + code(0.5)])
-    t = tree.build([ADD], ["planner", "coder", "debugger"], {"planner": 1, "coder": 3, "debugger": 2}, gen, fake_run)
+    t = rewarded(tree.build([ADD], ["planner", "coder", "debugger"], {"planner": 1, "coder": 3, "debugger": 2}, gen,
+                            fake_run))
     coders, repairs = t.of("coder"), t.of("debugger")
     assert [t.nodes[i].parent for i in repairs] == [coders[1]] * 2 + [coders[2]] * 2
     assert t.nodes[coders[0]].visible is None  # it passed every test: not even run on the visible one
@@ -117,12 +129,40 @@ def test_debugger_repairs_only_programs_failing_a_visible_test():
     assert "Test: add(1, 2)\nExpected: 3\nGot: 0" in prompt and "# r=0.25" in prompt and "Plan:\n1. Add." in prompt
     c = tree.advantages(t)
     assert c["debugger"].adv.tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501, 0, 0], rel=1e-6)
-    assert c["debugger"].zero_std == 0.5
+    assert c["debugger"].frac_zero_std == 0.5
     g = tree.advantages(t, debug_reward="gain")["debugger"]
     assert g.reward.tolist() == [0.75, 0.25, 0.5, 0.5] and torch.equal(g.adv, c["debugger"].adv)
     assert c["coder"].reward.tolist() == [1.0, 0.25, 0.0]  # pre-repair
     bonus = tree.advantages(t, debug_gamma=0.5)["coder"].reward.tolist()
     assert bonus == pytest.approx([1.0, 0.25 + 0.5 * 0.75, 0.0 + 0.5 * 0.5])
+
+
+def test_a_node_reward_is_written_once_by_step_rewards_and_reaches_the_credit():
+    """planner,coder,debugger, G = 2, M = 2, D = 1, codes of pass rate [1, 0.5 | 0.25, 0], --reward all_pass.
+    tree.build writes no reward (all 0: the programs' Results only); reward.step_rewards writes each program
+    node's once: the Coder's all_pass [1, 0, 0, 0] (returned as r [1, 1, 4]), each repair its pass rate
+    [1, 0.5, 0.75] (the three failing programs, one repair each). The credit reads exactly those: Coder
+    A = +-0.5 / 0.5001 under plan 1, 0 under plan 2 (no spread: frac 0.5); plan R = [0.5, 0], A = +-0.25 / 0.2501
+    (pass rates would give R = [0.75, 0.125]). Catches: build writing a pass rate that step_rewards then
+    overwrites (or a second writer that wins), --reward all_pass stopping at the returned tensor, a repair
+    rewarded by --reward instead of its pass rate."""
+    gen = Scripted(planner=["1. a.", "1. b."], coder=[code(1), code(0.5), code(0.25), code(0)],
+                   debugger=["Bug.\n" + code(1), "Bug.\n" + code(0.5), "Bug.\n" + code(0.75)])
+    t = tree.build([ADD], ["planner", "coder", "debugger"], {"planner": 2, "coder": 2, "debugger": 1}, gen, fake_run)
+    coders, repairs = t.of("coder"), t.of("debugger")
+    assert [t.nodes[i].result.pass_rate for i in coders] == [1.0, 0.5, 0.25, 0.0]
+    assert all(n.reward == 0.0 for n in t.nodes)  # build runs the programs, it writes no reward
+    r = reward.step_rewards(t, t.problems, types.SimpleNamespace(reward="all_pass", efficiency_weight=0.0))
+    assert r.shape == (1, 1, 4) and r.flatten().tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert [t.nodes[i].reward for i in coders] == [1.0, 0.0, 0.0, 0.0]
+    assert [t.nodes[i].reward for i in repairs] == [1.0, 0.5, 0.75]
+    c = tree.advantages(t)
+    e = 0.5 / 0.5001
+    assert c["coder"].reward.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert c["coder"].adv.tolist() == pytest.approx([e, -e, 0.0, 0.0], rel=1e-6) and c["coder"].frac_zero_std == 0.5
+    assert c["planner"].reward.tolist() == [0.5, 0.0]
+    assert c["planner"].adv.tolist() == pytest.approx([0.25 / 0.2501, -0.25 / 0.2501], rel=1e-6)
+    assert c["debugger"].reward.tolist() == [1.0, 0.5, 0.75] and c["debugger"].adv.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_tree_reaches_a_repair_role_only_through_the_registry(monkeypatch):
@@ -150,7 +190,7 @@ def test_tree_reaches_a_repair_role_only_through_the_registry(monkeypatch):
                                 feedback=lambda problem, result: f"FEEDBACK on add(0, 5): {result.verdict}")
     monkeypatch.setitem(roles.ROLES, "debugger", entry)
     gen = Scripted(coder=[code(1), code(0)], debugger=["Bug.\n" + code(1)])
-    t = tree.build([ADD], ["coder", "debugger"], {"coder": 2, "debugger": 1}, gen, fake_run)
+    t = rewarded(tree.build([ADD], ["coder", "debugger"], {"coder": 2, "debugger": 1}, gen, fake_run))
     assert len(seen) == 1 and "# r=0\n" in seen[0]  # the passing program is not run on its visible tests
     prompt = gen.chats["debugger"][0][-1]["content"]
     assert "FEEDBACK on add(0, 5): failed" in prompt and "Test: add(1, 2)" not in prompt
@@ -174,7 +214,7 @@ def test_a_repair_without_a_program_leaves_the_program_as_it_was():
     repair ending its lineage with no program (a 'no_code' verdict where the Coder had a program:
     10 of 53 val lineages of base plan+debug on 2026-12-01), or a copied program earning its reward."""
     gen = Scripted(coder=[code(0)], debugger=["I cannot fix it.", "Bug.\n" + code(0.5), "Still no idea."])
-    t = tree.build([ADD], ["coder", "debugger"], {"coder": 1, "debugger": 1}, gen, fake_run, debug_rounds=3)
+    t = rewarded(tree.build([ADD], ["coder", "debugger"], {"coder": 1, "debugger": 1}, gen, fake_run, debug_rounds=3))
     assert len(t.of("debugger")) == 3
     again = gen.chats["debugger"][1][-1]["content"]  # round 2: the Coder's program and its own feedback
     assert "# r=0\n" in again and "Expected: 3\nGot: 0" in again
@@ -189,7 +229,8 @@ def test_unparseable_retrieval_gives_no_examples_and_credit_zero():
     planner shown garbage."""
     gen = Scripted(retriever=[RECALL, "I do not know."], planner=["1. a.", "1. b."],
                    coder=[code(0.5), code(0.5), code(1), code(1)])
-    t = tree.build([ADD], ["retriever", "planner", "coder"], {"retriever": 2, "planner": 1, "coder": 2}, gen, fake_run)
+    t = rewarded(tree.build([ADD], ["retriever", "planner", "coder"], {"retriever": 2, "planner": 1, "coder": 2}, gen,
+                            fake_run))
     assert "Similar problems" in gen.chats["planner"][0][-1]["content"]
     assert "Similar problems" not in gen.chats["planner"][1][-1]["content"]
     c = tree.advantages(t)
@@ -275,7 +316,7 @@ def test_a_step_with_all_four_roles_updates_exactly_the_adapters_with_signal(tok
         return rollout.from_texts(tokenizer, [c for c in chats for _ in range(n)], texts)
 
     chain = roles.parse_chain("retriever,planner,coder,debugger")
-    t = tree.build([ADD], chain, dict.fromkeys(chain, 2), generate, fake_run)
+    t = rewarded(tree.build([ADD], chain, dict.fromkeys(chain, 2), generate, fake_run))
     credit = tree.advantages(t)
     assert [len(t.of(r)) for r in chain] == [2, 4, 8, 8]
     assert {r: bool(c.adv.abs().sum() > 0) for r, c in credit.items()} == \

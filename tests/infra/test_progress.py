@@ -16,14 +16,14 @@ def test_eta_from_the_guess_then_from_timed_steps(monkeypatch):
     """Guesses 10 s (load) + 2 x 5 s (SFT) + 3 x 20 s (GRPO) = 80 s; once load took 20 s (2x the guess) the
     untimed stages count double: 2 x 10 + 3 x 40 = 140 s; once one SFT step took 4 s, SFT's last step is 4 s:
     4 + 3 x 20 x (20 + 4) / (10 + 5) = 100 s."""
-    monkeypatch.setattr(progress, "RUN", None)
-    run = progress.Run([("load", 1, 10.0), ("sft coder", 2, 5.0), ("eval", 0, 1.0), ("grpo", 3, 20.0)], show=False)
+    monkeypatch.setattr(progress, "STAGES", None)
+    run = progress.Stages([("load", 1, 10.0), ("sft coder", 2, 5.0), ("eval", 0, 1.0), ("grpo", 3, 20.0)], show=False)
     assert run.eta_s() == pytest.approx(80.0)
     run.record("load", 20.0)
     assert run.eta_s() == pytest.approx(140.0)
     run.record("sft coder", 4.0)
     assert run.eta_s() == pytest.approx(4.0 + 3 * 20.0 * 24.0 / 15.0)
-    assert progress.Run([("load", 1, None)], show=False).eta_s() is None  # no guess, nothing timed
+    assert progress.Stages([("load", 1, None)], show=False).eta_s() is None  # no guess, nothing timed
 
 
 def test_a_time_budget_caps_the_eta_of_the_grpo_stage(monkeypatch):
@@ -32,14 +32,14 @@ def test_a_time_budget_caps_the_eta_of_the_grpo_stage(monkeypatch):
     900 - 300 = 600 s; with 2 steps left of a short run the steps themselves (2 x 100 = 200 s) end it first.
     Catches: the budget ignored (make paper's bars said 'run ETA 236996:55'), a budget counted from the start
     of the run (loading and SFT spend none of it)."""
-    monkeypatch.setattr(progress, "RUN", None)
-    run = progress.Run([("load", 1, 10.0), ("grpo", 100000, 20.0)], show=False, caps={"grpo": 900.0})
+    monkeypatch.setattr(progress, "STAGES", None)
+    run = progress.Stages([("load", 1, 10.0), ("grpo", 100000, 20.0)], show=False, caps={"grpo": 900.0})
     run.record("load", 10.0)
     assert run.eta_s() == pytest.approx(900.0)
     for _ in range(3):
         run.record("grpo", 100.0)
     assert run.eta_s() == pytest.approx(600.0)
-    short = progress.Run([("grpo", 5, 20.0)], show=False, caps={"grpo": 900.0})
+    short = progress.Stages([("grpo", 5, 20.0)], show=False, caps={"grpo": 900.0})
     for _ in range(3):
         short.record("grpo", 100.0)
     assert short.eta_s() == pytest.approx(200.0)
@@ -92,8 +92,8 @@ def test_a_paused_bar_goes_on_in_a_new_one_that_counts_the_step(monkeypatch):
             made.append(self)
 
     monkeypatch.setattr(progress, "tqdm", Bar)
-    run = progress.Run([("load", 1, 1.0), ("grpo", 3, 1.0)], show=False)
-    monkeypatch.setattr(progress, "RUN", run)
+    run = progress.Stages([("load", 1, 1.0), ("grpo", 3, 1.0)], show=False)
+    monkeypatch.setattr(progress, "STAGES", run)
     seen = []
     for step in progress.bar(range(1, 4), "grpo", total=3):
         seen.append((step, run.open.n))

@@ -13,7 +13,7 @@ import data
 import eval as ev
 import rollout
 import sandbox
-from measure import cache, paper
+from measure import cache, harness, paper
 from test_eval import _result, _Rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,10 +50,10 @@ def test_batches_by_prompt_length_programs_in_the_sets_order(monkeypatch):
 
 def test_subset_is_seeded_fixed_and_nested():
     probs = list(range(50))
-    a, b = ev.subset(probs, 10, "humaneval"), ev.subset(probs, 20, "humaneval")
-    assert len(a) == 10 and a == sorted(a) and set(a) <= set(b) and a == ev.subset(probs, 10, "humaneval")
-    assert a != ev.subset(probs, 10, "val")  # each set its own draw
-    assert ev.subset(probs, None, "x") == ev.subset(probs, 80, "x") == probs
+    a, b = harness.subset(probs, 10, "humaneval"), harness.subset(probs, 20, "humaneval")
+    assert len(a) == 10 and a == sorted(a) and set(a) <= set(b) and a == harness.subset(probs, 10, "humaneval")
+    assert a != harness.subset(probs, 10, "val")  # each set its own draw
+    assert harness.subset(probs, None, "x") == harness.subset(probs, 80, "x") == probs
 
 
 def test_cache_skips_a_done_result_and_recomputes_a_changed_one(monkeypatch, tmp_path):
@@ -75,7 +75,7 @@ def test_cache_skips_a_done_result_and_recomputes_a_changed_one(monkeypatch, tmp
     assert generated == [("direct", 4), ("mapcoder", 2)]
     assert first["base direct"]["calls_per_problem"] == 1.0 and first["base direct"]["problems"][0]["tokens"] == 5
     assert [p["task_id"] for p in first["base mapcoder"]["problems"]] == \
-        [probs[i].task_id for i in ev.subset(probs, 2, "val")]
+        [probs[i].task_id for i in harness.subset(probs, 2, "val")]
     again = ev.run_systems(None, None, probs, systems, [1], args, None, "val", {})
     assert generated == [("direct", 4), ("mapcoder", 2)] and again == json.loads(json.dumps(first))
     args.cached_only = True  # the table so far: base mapcoder is stored, a new system is not
