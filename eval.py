@@ -117,7 +117,7 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
     # only changes the speed; the programs go back into the problems' order below.
     size = (lambda p: len(tok(p.prompt, add_special_tokens=False).input_ids)) if tok is not None else (lambda p: len(p.prompt))
     order = sorted(range(len(problems)), key=lambda i: size(problems[i])) \
-        if getattr(args, "batch_order", "length") == "length" else list(range(len(problems)))
+        if args.batch_order == "length" else list(range(len(problems)))
     programs, calls, toks = {}, {}, {}
     with tqdm(total=len(problems), desc=f"eval {mode}", unit="problem", dynamic_ncols=True) as bar:  # with its ETA
         for s in range(0, len(problems), args.batch_size):
@@ -127,8 +127,8 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
             if done is None:
                 before, seen = {r: len(tokens[r]) for r in chain}, len(truncated)
                 t = tree.build([problems[i] for i in batch], chain, sizes, generate,
-                               lambda jobs: sandbox.run_many(jobs, workers=getattr(args, "workers", None)),
-                               getattr(args, "sandbox_timeout", 4.0), debug_rounds=getattr(args, "debug_rounds", 3), judge=False)
+                               lambda jobs: sandbox.run_many(jobs, workers=args.workers),
+                               args.sandbox_timeout, debug_rounds=args.debug_rounds, judge=False)
                 done = {"programs": t.final_programs(), "costs": tree_costs(t), "truncated": truncated[seen:],
                         "tokens": {r: tokens[r][before[r]:] for r in chain}}
                 if batches:
@@ -206,16 +206,16 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
     system without one is left out of the rows (not computed)."""
     rows = {}
     for system, adapters, mode in systems:
-        multi = getattr(args, "multi_sample", None) if mode not in harness.SINGLE_PASS else None
+        multi = args.multi_sample if mode not in harness.SINGLE_PASS else None
         idx = harness.subset(problems, multi, name)
         probs, prefs = [problems[i] for i in idx], [(refs or [None] * len(problems))[i] for i in idx]
-        digest, store = (digests or {}).get(system, ""), getattr(args, "cache", None)
+        digest, store = (digests or {}).get(system, ""), args.cache
         k = cache.key(args, mode, digest, [p.task_id for p in probs])
         if store and (row := cache.get(store, system, name, k)) is not None:
             rows[system] = row
             print(f"  {system:24} cached ({cache.path(store, system, name)})", flush=True)
             continue
-        if getattr(args, "cached_only", False):  # the table so far of a comparison still running elsewhere
+        if args.cached_only:  # the table so far of a comparison still running elsewhere
             print(f"  {system:24} not in the cache yet: left out", flush=True)
             continue
         t = time.perf_counter()

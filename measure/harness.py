@@ -56,7 +56,7 @@ def cost_lines(datasets: dict, systems: list, args, device: str, done=lambda sys
             if done(system, mode, name):
                 parts.append(f"{system} on {name}: stored")
                 continue
-            n = len(subset(problems, getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None, name))
+            n = len(subset(problems, args.multi_sample if mode not in SINGLE_PASS else None, name))
             s = cost_s(mode, n, args, device)
             parts.append(f"{system} on {name} ({n} problems" + (f", ~{clock(s)})" if s is not None else ")"))
             total, unknown = total + (s or 0.0), unknown or s is None
@@ -91,7 +91,7 @@ def subset(problems: list, size: int | None, name: str) -> list[int]:
 def stored(args, problems, system: str, mode: str, name: str, digests: dict) -> bool:
     """True when the store holds the whole result of `system` (in `mode`) on set `name`: run_systems reads it
     back instead of computing it (the same key)."""
-    multi = getattr(args, "multi_sample", None) if mode not in SINGLE_PASS else None
+    multi = args.multi_sample if mode not in SINGLE_PASS else None
     k = cache.key(args, mode, digests.get(system, ""), [problems[i].task_id for i in subset(problems, multi, name)])
     return bool(args.cache) and cache.get(args.cache, system, name, k) is not None
 

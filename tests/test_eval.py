@@ -38,7 +38,6 @@ class _Rows:
 
 def test_programs_line_up_with_their_problems(monkeypatch):
     """n > 1: rows are problem-major in both modes; problem i must get its own programs."""
-    import types
 
     import data
     import eval as ev
@@ -53,7 +52,8 @@ def test_programs_line_up_with_their_problems(monkeypatch):
 
     monkeypatch.setattr(rollout, "sample", fake_sample)
     probs = [data.Problem(f"t/{i}", f"Task {i}.", f"f{i}", ("assert f0() == 0",)) for i in range(3)]
-    args = types.SimpleNamespace(batch_size=2, n=2, max_plan_tokens=8, max_code_tokens=8, temperature=1.0)
+    args = ev.Settings(max_plan_tokens=8, max_code_tokens=8, max_retrieval_tokens=8, workers=1, sandbox_timeout=1.0,
+                       n=2, temperature=1.0, batch_size=2)
     out, stats = ev.generate_programs(None, None, probs, "direct", args, adapters=None)
     assert calls == [(2, 2), (1, 2)]  # one prompt per problem, n samples each
     assert out == [[f"def f{i}(): return {j}\n" for j in range(2)] for i in range(3)]

@@ -403,7 +403,8 @@ def test_eval_mapcoder_mode_returns_the_last_repair(monkeypatch):
 
     monkeypatch.setattr(rollout, "sample", fake_sample)
     monkeypatch.setattr(sandbox, "run_many", lambda jobs, workers=None: fake_run(jobs))
-    args = types.SimpleNamespace(batch_size=8, n=2, max_retrieval_tokens=8, max_plan_tokens=8, max_code_tokens=8, temperature=1.0, debug_rounds=3)
+    args = evaluation.Settings(max_plan_tokens=8, max_code_tokens=8, max_retrieval_tokens=8, workers=1, sandbox_timeout=1.0,
+                               n=2, temperature=1.0, batch_size=8, debug_rounds=3)
     out, stats = evaluation.generate_programs(None, None, [ADD], "mapcoder", args, adapters=None)
     assert calls == [("retriever", 1, 1), ("planner", 1, 2), ("coder", 2, 1), ("debugger", 1, 1)]
     assert ["# r=1" in p for p in out[0]] == [True, True] and "Bug" not in out[0][0]

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _args(**kw):
     return types.SimpleNamespace(**{**dict(batch_size=2, n=1, max_plan_tokens=8, max_code_tokens=8, temperature=0.0,
-                                           sandbox_timeout=1.0, workers=1, multi_sample=None, cache=None, model="m"), **kw})
+                                           sandbox_timeout=1.0, workers=1, multi_sample=None, cache=None, model="m",
+                                           batch_order="length", debug_rounds=3, cached_only=False), **kw})
 
 
 def test_batches_by_prompt_length_programs_in_the_sets_order(monkeypatch):
