@@ -40,10 +40,9 @@ import sandbox
 import sft
 import tree
 import update
-from baselines import codedpo, ppo, stepcoder
+from baselines import BASELINES
 from fast import fixed_decode
-from infra import checkpoint, distributed, interrupt, models, progress, trackers
-from infra.flags import get_args
+from infra import checkpoint, distributed, flags, interrupt, models, progress, trackers
 from mapcoder import retriever
 from measure import report
 from release import sequential
@@ -104,10 +103,6 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
                                           args, optimizer, clock)
     step_s = time.perf_counter() - t0
     return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
-
-
-# --algo -> its step function, each with grpo_step's signature and metrics (docs/baselines.md)
-STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}
 
 
 def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
@@ -178,6 +173,12 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
         **{f"time_{k}_s": v for k, v in clock.s.items()}, "time_step_s": step_s,
     }, samples
+
+
+def get_args(argv=None):
+    """train.py's command line (infra/flags.py), --algo offering grpo and every baseline with its own flags
+    (baselines.BASELINES)."""
+    return flags.get_args(argv, BASELINES)
 
 
 @dataclass
@@ -276,9 +277,9 @@ def load_policy(run: Run) -> None:
     distributed.broadcast_params(run.lora)
     if run.world > 1:
         torch.manual_seed(args.seed + run.rank)  # each rank samples its own completions
-    if args.algo not in STEPS:
+    if args.algo != "grpo" and args.algo not in BASELINES:  # --resume of a run made by another version
         raise TrainingError(f"--algo {args.algo} is not part of this version")
-    extra = ppo.setup(run.policy, args) if args.algo in ("ppo", "stepcoder") else []  # the critic; a frozen reference
+    extra = BASELINES[args.algo].setup(run.policy, args) if args.algo in BASELINES else []  # e.g. PPO's critic
     run.optimizer = torch.optim.AdamW(run.lora + extra, lr=args.lr, weight_decay=0.0)
     if run.ckpt:
         run.state = checkpoint.load(run.ckpt, run.policy, run.optimizer, run.rank, run.world)  # RNG last
@@ -369,6 +370,7 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
     training step on it, its metrics and samples logged, evaluation and checkpoints on schedule; stops
     after --grpo-steps or --time-budget, or when the run cannot learn (Health)."""
     args, state, health = run.args, run.state, Health()
+    training_step = BASELINES[args.algo].step if args.algo in BASELINES else grpo_step  # --algo
     if state["step"] == 0:
         evaluate(run, log, 0)
     for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
@@ -377,7 +379,7 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
                                     args.seed)
         k = len(batch) // run.world  # this rank's slice: whole groups, never split
         mine = batch[run.rank * k:(run.rank + 1) * k]
-        m, samples = STEPS[args.algo](run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step
+        m, samples = training_step(run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step
         m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
         state["step"], state["consumed"] = step, state["consumed"] + len(batch)
         state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)
