@@ -77,9 +77,10 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
 
     1. rollouts       tree.build: each role of --roles samples its completions level by level with its
                       own adapter (Planner: G plans per problem; Coder: M programs per plan; a Retriever
-                      above, a Debugger's D repairs below), and the sandbox runs every program
+                      above, a Debugger's D repairs below), and the sandbox runs every program: the
+                      forest, one tree of rollouts per problem (a tree.Tree holding them all)
     2. rewards        reward.step_rewards: the sandbox's results -> r [B, 1, programs per problem] (Result.pass_rate),
-                      written back into the tree's program nodes
+                      written back into the forest's program nodes
     3. credit         tree.advantages -> grpo.tree_advantages: a node is worth the mean (or max) of the
                       valid programs below it, its advantage is normalised among its siblings
     4. gradient step  update.gradient_step: each role's loss and backward (update.policy_update -> grpo.grpo_loss),
@@ -92,17 +93,17 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     """
     clock = progress.Clock(next(policy.parameters()).device)
     t0 = time.perf_counter()
-    rollouts = tree.build(problems, args.roles, tree_sizes(args), partial(generate, policy, tok, args, clock),  # 1
+    forest = tree.build(problems, args.roles, tree_sizes(args), partial(generate, policy, tok, args, clock),  # 1
                           partial(run_programs, args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
                           k=args.retrieval_k)
-    rewards = reward.step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
-    credit = tree.advantages(rollouts, args.planner_credit, args.scale_rewards == "group",  # 3
+    rewards = reward.step_rewards(forest, problems, args, clock)  # 2: [B, 1, programs per problem]
+    credit = tree.advantages(forest, args.planner_credit, args.scale_rewards == "group",  # 3
                              args.coder_baseline, args.debug_reward, args.debug_gamma, args.credit_temperature)
     frozen = getattr(args, "frozen_roles", ())  # --schedule sequential: the role its stage does not train
-    update_metrics = update.gradient_step(policy, rollouts, {r: c for r, c in credit.items() if r not in frozen},  # 4
+    update_metrics = update.gradient_step(policy, forest, {r: c for r, c in credit.items() if r not in frozen},  # 4
                                           args, optimizer, clock)
     step_s = time.perf_counter() - t0
-    return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
+    return step_metrics(forest, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
 
 
 def generate(policy, tok, args, clock, role: str, chats: list, n: int) -> rollout.Rollout:
@@ -137,21 +138,22 @@ def neg_logp(outputs: dict, role: str) -> float | None:
     return -sum((r.logp * r.mask).sum().item() for r in rs) / tokens if tokens else None
 
 
-def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args) -> tuple[dict, list]:
+def step_metrics(forest, problems, rewards, credit, update_metrics, clock, step_s, args) -> tuple[dict, list]:
     """Step 5: the step's metrics (plain floats: a tensor kept here would keep its graph alive, step after
-    step) and its samples (each problem's first plan, completion, program and verdict)."""
+    step) and its samples (each problem's first plan, completion, program and verdict). forest: step 1's
+    tree.Tree, scored (step 2); update_metrics: update.gradient_step's (per role, loss, grad norm, skipped)."""
     per_role, loss, grad_norm, skipped = update_metrics
     B = len(problems)
-    coders = rollouts.of("coder")
-    verdicts = [rollouts.nodes[i].result.verdict for i in coders]
+    coders = forest.of("coder")
+    verdicts = [forest.nodes[i].result.verdict for i in coders]
     n = len(coders) // B  # programs per problem
     samples = []
     for b in range(B):
-        first = rollouts.nodes[coders[b * n]]
-        samples.append({"task_id": problems[b].task_id, "plan": rollouts.upstream(coders[b * n]).get("plan"),
+        first = forest.nodes[coders[b * n]]
+        samples.append({"task_id": problems[b].task_id, "plan": forest.upstream(coders[b * n]).get("plan"),
                         "completion": first.text, "program": first.program, "verdict": first.result.verdict,
                         "detail": first.result.detail, **({"unsafe": True} if first.result.unsafe else {})})
-    outputs = rollouts.outputs
+    outputs = forest.outputs
     planned = "planner" in args.roles
     repairs = credit.get("debugger")
     active = [role for role in args.roles if role in credit]
@@ -159,7 +161,7 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
         "reward": rewards.mean().item(),
         "pass_all": sum(v == "passed" for v in verdicts) / len(verdicts),
         "best_of_problem": rewards.flatten(1).amax(1).mean().item(),
-        "plan_reward_std": rewards.view(B, len(rollouts.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False)
+        "plan_reward_std": rewards.view(B, len(forest.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False)
         .mean().item() if planned else None,
         **{f"frac_zero_std_{role}": credit[role].zero_std for role in active}, **per_role,
         "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
@@ -182,7 +184,7 @@ def get_args(argv=None):
 
 
 @dataclass
-class Run:
+class TrainingRun:
     """What the stages of a run share (`setup` makes it, `load_policy` adds the policy): the flags, this
     process's place under torchrun, the run folder and its checkpoint state, the problems, the policy."""
     args: object
@@ -230,7 +232,7 @@ def main(argv=None) -> Path:
     return run.dir
 
 
-def setup(args) -> Run:
+def setup(args) -> TrainingRun:
     """Device and torchrun, the run folder and its latest checkpoint (--resume), the seeds, the problems,
     and a sandbox that isolates and tells right from wrong (else a one-line SystemExit)."""
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
@@ -240,7 +242,7 @@ def setup(args) -> Run:
     if args.problems_per_step % world:
         raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
     run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
-    run = Run(args, rank, world, device, quant, run_dir, checkpoint.latest(run_dir) if args.resume else None,
+    run = TrainingRun(args, rank, world, device, quant, run_dir, checkpoint.latest(run_dir) if args.resume else None,
               checkpoint.fresh_state())
     run.finished = bool(run.ckpt) and checkpoint.finished(sequential.final_args(args), run_dir, run.ckpt, run.main_rank)
     if run.finished:
@@ -261,7 +263,7 @@ def setup(args) -> Run:
     return run
 
 
-def load_policy(run: Run) -> None:
+def load_policy(run: TrainingRun) -> None:
     """The base model with one LoRA adapter per role (--init: an earlier run's), the same weights on every
     rank, AdamW on the adapters, and a checkpoint's adapters, optimizer and RNG (--resume)."""
     args = run.args
@@ -285,7 +287,7 @@ def load_policy(run: Run) -> None:
         run.state = checkpoint.load(run.ckpt, run.policy, run.optimizer, run.rank, run.world)  # RNG last
 
 
-def open_log(run: Run) -> trackers.RunLog:
+def open_log(run: TrainingRun) -> trackers.RunLog:
     """Rank 0: config.json (checkpoint.prepare: the logs cut back to the checkpoint), the run's first line,
     and its logs (metrics.jsonl, samples.jsonl, the --report-to tracker); other ranks log nowhere."""
     args, dtype = run.args, models.choose_dtype(run.device, run.args.dtype)  # what auto chose here
@@ -299,7 +301,7 @@ def open_log(run: Run) -> trackers.RunLog:
     return trackers.RunLog(run.dir, config, write=run.main_rank)
 
 
-def evaluate(run: Run, log: trackers.RunLog, step: int, last: bool = False) -> None:
+def evaluate(run: TrainingRun, log: trackers.RunLog, step: int, last: bool = False) -> None:
     """Greedy held-out pass@1 (--eval-data; eval.held_out) at step 0, every --eval-every steps and at the end; its
     seconds go into the run's ETA as their own stage."""
     args = run.args
@@ -314,7 +316,7 @@ def evaluate(run: Run, log: trackers.RunLog, step: int, last: bool = False) -> N
         log.log({"phase": "eval", "step": step, **m})
 
 
-def save(run: Run, name: str) -> None:
+def save(run: TrainingRun, name: str) -> None:
     """A checkpoint (checkpoint.save) with every rank's RNG state; rank 0 writes it."""
     rngs = distributed.gather(checkpoint.rng_state())
     if run.main_rank:
@@ -322,7 +324,7 @@ def save(run: Run, name: str) -> None:
         checkpoint.save(run.dir, name, run.policy, run.optimizer, state, rngs, run.args.keep_checkpoints)
 
 
-def sft_stage(run: Run, log: trackers.RunLog) -> None:
+def sft_stage(run: TrainingRun, log: trackers.RunLog) -> None:
     """0. Cold-start SFT (--sft-steps) of each role on our reference plans / solutions (sft.py), one
     checkpoint after each role (a resume skips the roles done); a Ctrl-C saves one after the SFT step in
     progress (sft-<roles done>-<steps>: a resume goes on from that step)."""
@@ -349,13 +351,13 @@ def sft_stage(run: Run, log: trackers.RunLog) -> None:
             stop_here(run, None, f"{role} SFT")
 
 
-def stopping(run: Run) -> bool:
+def stopping(run: TrainingRun) -> bool:
     """True when a Ctrl-C / SIGTERM reached any process of the run (a collective under torchrun: every rank
     stops at the same safe point)."""
     return any(distributed.gather(run.stop is not None and run.stop.requested))
 
 
-def stop_here(run: Run, name: str | None, where: str) -> None:
+def stop_here(run: TrainingRun, name: str | None, where: str) -> None:
     """A safe point after a signal: checkpoint `name` (None: the one just saved), then interrupt.Interrupted
     with the line that says what is kept and the command that resumes."""
     if name:
@@ -365,7 +367,7 @@ def stop_here(run: Run, name: str | None, where: str) -> None:
                                 f"python train.py --resume {run.dir}")
 
 
-def grpo_stage(run: Run, log: trackers.RunLog) -> None:
+def grpo_stage(run: TrainingRun, log: trackers.RunLog) -> None:
     """The GRPO steps, from the checkpoint's step on: a batch of problems (each rank its slice), one
     training step on it, its metrics and samples logged, evaluation and checkpoints on schedule; stops
     after --grpo-steps or --time-budget, or when the run cannot learn (Health)."""
@@ -408,7 +410,7 @@ class Health:
     def __init__(self):
         self.broken, self.bad = 0, 0  # steps in a row
 
-    def check(self, run: Run, step: int, m: dict, samples: list) -> None:
+    def check(self, run: TrainingRun, step: int, m: dict, samples: list) -> None:
         self.broken = self.broken + 1 if set(m["verdicts"]) == {"sandbox_error"} else 0
         if self.broken == 2:
             save(run, f"step-{step:06d}")
@@ -423,7 +425,7 @@ class Health:
                                 f"stopped, adapters saved in {run.dir / 'adapters'} (try a lower --lr)")
 
 
-def finish(run: Run, rows: list) -> None:
+def finish(run: TrainingRun, rows: list) -> None:
     """Rank 0 at the end: the adapters (adapters/<role>/), the --profile table, curves.png and the
     summary line."""
     checkpoint.save_adapters(run.policy, run.dir)
