@@ -20,11 +20,12 @@ samples.jsonl, checkpoints/ (--resume goes on from the latest: infra/checkpoint.
 there, one line gives the command that resumes, status 130 / 143 (infra/interrupt.py); a second Ctrl-C stops at
 once, keeping the last checkpoint (every --save-every GRPO steps, after each role's SFT). --eval-data: greedy
 held-out pass@1 while training (infra/progress.py); torchrun: data parallel (infra/distributed.py); --profile prints the seconds of each phase of a step.
+Here: the GRPO step (grpo_step and its helpers), then the run's stages (main, load_policy, sft_stage,
+grpo_stage); the run's plumbing around them (its folder, checkpoints, a signal's safe stop, Health) is
+infra/training_run.py.
 """
-import random
 import sys
 import time
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -41,23 +42,10 @@ import sft
 import tree
 import update
 from baselines import BASELINES
-from fast import fixed_decode
 from infra import checkpoint, distributed, flags, interrupt, models, progress, trackers
+from infra.training_run import Health, TrainingError, TrainingRun
 from mapcoder import retriever
-from measure import report
 from release import sequential
-from sandboxing import checkers
-
-
-def adapter_roles(chain) -> list:
-    """The LoRA adapters of a run: one per role of the chain, and always the Planner's and the Coder's
-    (so --init and the checkpoints of two-role runs fit every chain)."""
-    return [r for r in roles.ROLES if r in chain or r in models.ROLES]
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (e.g. three non-finite steps in a row); the message is one line."""
-
 
 GEN_PHASE = {"retriever": "retrieval_generation", "planner": "plan_generation", "coder": "code_generation",
              "debugger": "repair_generation"}  # --profile rows (progress.PHASES)
@@ -183,84 +171,31 @@ def get_args(argv=None):
     return flags.get_args(argv, BASELINES)
 
 
-@dataclass
-class TrainingRun:
-    """What the stages of a run share (`setup` makes it, `load_policy` adds the policy): the flags, this
-    process's place under torchrun, the run folder and its checkpoint state, the problems, the policy."""
-    args: object
-    rank: int  # 0 without torchrun; rank 0 writes every file
-    world: int  # processes
-    device: str
-    quant: str
-    dir: Path  # runs/<time>/
-    ckpt: Path | None  # the checkpoint --resume goes on from (None: a fresh run)
-    state: dict  # step, problems consumed, SFT roles done, seconds (checkpoint.fresh_state)
-    problems: list = field(default_factory=list)
-    eval_problems: list = field(default_factory=list)
-    isolation: str = ""  # what the sandbox isolates with (config.json)
-    policy: object = None  # the base with one LoRA adapter per role (models.add_role_adapters)
-    tok: object = None
-    optimizer: torch.optim.Optimizer | None = None  # AdamW on every role's LoRA weights
-    lora: list = field(default_factory=list)  # those weights
-    corpus: object = None  # retriever.Corpus for --retrieval corpus
-    finished: bool = False  # --resume of a run that had reached its last step: nothing to do
-    t_start: float = field(default_factory=time.perf_counter)
-    stop: interrupt.Stop | None = None  # Ctrl-C / SIGTERM: set, the run stops at its next safe point (stopping)
-
-    @property
-    def main_rank(self) -> bool:
-        return self.rank == 0
-
-
 def main(argv=None) -> Path:
-    """python train.py: setup, the policy, the cold-start SFT stage, the GRPO stage, the run's end.
-    Returns the run folder."""
-    run = setup(get_args(argv))
+    """python train.py: the run (infra/training_run.py), the policy, the cold-start SFT stage, the GRPO stage,
+    the run's end. Returns the run folder."""
+    args = get_args(argv)
+    run = TrainingRun.setup(args, sequential.final_args(args))  # --schedule sequential ends after both stages
     if run.finished:  # --resume of a run that had reached its last step
         distributed.cleanup()
         return run.dir
     load_policy(run)
-    with open_log(run) as log, interrupt.Stop("stopping after this step to save a checkpoint") as run.stop:
+    with run.open_log() as log, interrupt.Stop("stopping after this step to save a checkpoint") as run.stop:
         sft_stage(run, log)
         if run.args.schedule == "sequential":  # the authors' release: the Planner, then the Coder on fixed plans
             sequential.run(run, log, grpo_stage)
         else:
             grpo_stage(run, log)
     if run.main_rank:
-        finish(run, log.rows)
+        run.finish(log.rows)
     distributed.cleanup()
     return run.dir
 
 
-def setup(args) -> TrainingRun:
-    """Device and torchrun, the run folder and its latest checkpoint (--resume), the seeds, the problems,
-    and a sandbox that isolates and tells right from wrong (else a one-line SystemExit)."""
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    quant = models.default_quant(device) if args.quant == "auto" else args.quant
-    rank, world, device = distributed.setup(device)  # (0, 1, device) without torchrun
-    fixed_decode.GRAPH = args.cuda_graph  # the sampler on CUDA: its token step as one CUDA graph
-    if args.problems_per_step % world:
-        raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
-    run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
-    run = TrainingRun(args, rank, world, device, quant, run_dir, checkpoint.latest(run_dir) if args.resume else None,
-              checkpoint.fresh_state())
-    run.finished = bool(run.ckpt) and checkpoint.finished(sequential.final_args(args), run_dir, run.ckpt, run.main_rank)
-    if run.finished:
-        return run
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
-    run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
-    held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
-    run.eval_problems = checkers.use(held_out, args.checker)
-    progress.start(sequential.final_args(args), device, len(run.eval_problems), show=run.main_rank,  # what will run
-                   state=checkpoint.state_of(run.ckpt) if run.ckpt else None)  # (is left), and how long
-    try:
-        run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates
-                                        memory_mb=args.sandbox_memory)
-        sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
-    except (RuntimeError, sandbox.SandboxError) as e:
-        raise SystemExit(f"error: {e}") from None
-    return run
+def adapter_roles(chain) -> list:
+    """The LoRA adapters of a run: one per role of the chain, and always the Planner's and the Coder's
+    (so --init and the checkpoints of two-role runs fit every chain)."""
+    return [r for r in roles.ROLES if r in chain or r in models.ROLES]
 
 
 def load_policy(run: TrainingRun) -> None:
@@ -287,20 +222,6 @@ def load_policy(run: TrainingRun) -> None:
         run.state = checkpoint.load(run.ckpt, run.policy, run.optimizer, run.rank, run.world)  # RNG last
 
 
-def open_log(run: TrainingRun) -> trackers.RunLog:
-    """Rank 0: config.json (checkpoint.prepare: the logs cut back to the checkpoint), the run's first line,
-    and its logs (metrics.jsonl, samples.jsonl, the --report-to tracker); other ranks log nowhere."""
-    args, dtype = run.args, models.choose_dtype(run.device, run.args.dtype)  # what auto chose here
-    config = {**vars(args), "device": run.device, "quant": run.quant, "dtype": dtype, "sandbox": run.isolation}
-    if run.main_rank:
-        checkpoint.prepare(run.dir, config, run.ckpt, run.state)
-        print(f"run folder {run.dir}  model {args.model}  device {run.device}  quant {run.quant}  dtype {dtype}  "
-              f"processes {run.world}  problems {len(run.problems)}  trainable LoRA params "
-              f"{sum(p.numel() for p in run.lora):,}" + (f"\nresumed from {run.ckpt} (step {run.state['step']})"
-              if run.ckpt else f"\n{run.dir} has no checkpoint yet: starting it over" if args.resume else ""))
-    return trackers.RunLog(run.dir, config, write=run.main_rank)
-
-
 def evaluate(run: TrainingRun, log: trackers.RunLog, step: int, last: bool = False) -> None:
     """Greedy held-out pass@1 (--eval-data; eval.held_out) at step 0, every --eval-every steps and at the end; its
     seconds go into the run's ETA as their own stage."""
@@ -316,14 +237,6 @@ def evaluate(run: TrainingRun, log: trackers.RunLog, step: int, last: bool = Fal
         log.log({"phase": "eval", "step": step, **m})
 
 
-def save(run: TrainingRun, name: str) -> None:
-    """A checkpoint (checkpoint.save) with every rank's RNG state; rank 0 writes it."""
-    rngs = distributed.gather(checkpoint.rng_state())
-    if run.main_rank:
-        state = {**run.state, "wall_s": run.state["wall_s"] + time.perf_counter() - run.t_start}
-        checkpoint.save(run.dir, name, run.policy, run.optimizer, state, rngs, run.args.keep_checkpoints)
-
-
 def sft_stage(run: TrainingRun, log: trackers.RunLog) -> None:
     """0. Cold-start SFT (--sft-steps) of each role on our reference plans / solutions (sft.py), one
     checkpoint after each role (a resume skips the roles done); a Ctrl-C saves one after the SFT step in
@@ -336,35 +249,19 @@ def sft_stage(run: TrainingRun, log: trackers.RunLog) -> None:
         try:
             done = sft.train(run.policy, run.tok, run.problems, role, run.args, run.optimizer,
                              log.metrics if run.main_rank else None, start=run.state.get("sft_step", 0),
-                             stop=lambda: stopping(run))
+                             stop=run.stopping)
         except ValueError as e:
             raise TrainingError(str(e)) from None
         log.metrics.flush()
         distributed.broadcast_params(run.lora)  # torchrun: SFT ran on every rank (the same batches)
         if done < run.args.sft_steps:  # stopped at a safe point within the role
             run.state["sft_step"] = done
-            stop_here(run, f"sft-{len(run.state['sft_done'])}-{done:06d}", f"{role} SFT step {done}")
+            run.stop_here(f"sft-{len(run.state['sft_done'])}-{done:06d}", f"{role} SFT step {done}")
         run.state["sft_done"].append(role)
         run.state["sft_step"] = 0
-        save(run, f"sft-{len(run.state['sft_done'])}")
-        if stopping(run):
-            stop_here(run, None, f"{role} SFT")
-
-
-def stopping(run: TrainingRun) -> bool:
-    """True when a Ctrl-C / SIGTERM reached any process of the run (a collective under torchrun: every rank
-    stops at the same safe point)."""
-    return any(distributed.gather(run.stop is not None and run.stop.requested))
-
-
-def stop_here(run: TrainingRun, name: str | None, where: str) -> None:
-    """A safe point after a signal: checkpoint `name` (None: the one just saved), then interrupt.Interrupted
-    with the line that says what is kept and the command that resumes."""
-    if name:
-        save(run, name)
-    signum = max(s or 0 for s in distributed.gather(run.stop.signum))  # the signal some rank got
-    raise interrupt.Interrupted(signum, f"checkpoint after {where} saved in {run.dir / 'checkpoints'}",
-                                f"python train.py --resume {run.dir}")
+        run.save(f"sft-{len(run.state['sft_done'])}")
+        if run.stopping():
+            run.stop_here(None, f"{role} SFT")
 
 
 def grpo_stage(run: TrainingRun, log: trackers.RunLog) -> None:
@@ -393,46 +290,13 @@ def grpo_stage(run: TrainingRun, log: trackers.RunLog) -> None:
         evaluate(run, log, step, last)
         saved = last or (args.save_every > 0 and step % args.save_every == 0)
         if saved:
-            save(run, f"step-{step:06d}")
-        if not last and stopping(run):  # a Ctrl-C during the step: it finished; saved here, the run stops
-            stop_here(run, None if saved else f"step-{step:06d}", f"GRPO step {step}")
+            run.save(f"step-{step:06d}")
+        if not last and run.stopping():  # a Ctrl-C during the step: it finished; saved here, the run stops
+            run.stop_here(None if saved else f"step-{step:06d}", f"GRPO step {step}")
         if last:
             if run.main_rank and step < args.steps:
                 tqdm.write(f"--time-budget {args.time_budget:g} min spent after step {step}: stopping")
             break
-
-
-class Health:
-    """Stops a run that cannot learn, with a one-line TrainingError: two steps in a row in which the
-    sandbox judged no program (rewards of 0 teach nothing: stopped at a checkpoint), three in a row whose
-    optimizer step was skipped for a non-finite loss or gradient norm (a diverged run: adapters saved)."""
-
-    def __init__(self):
-        self.broken, self.bad = 0, 0  # steps in a row
-
-    def check(self, run: TrainingRun, step: int, m: dict, samples: list) -> None:
-        self.broken = self.broken + 1 if set(m["verdicts"]) == {"sandbox_error"} else 0
-        if self.broken == 2:
-            save(run, f"step-{step:06d}")
-            raise TrainingError(f"steps {step - 1}-{step}: the sandbox failed on every program "
-                                f"({samples[0]['detail'] if samples else 'no detail'}); stopped at a checkpoint, "
-                                f"--resume {run.dir} once it works (python -c 'import sandbox; sandbox.self_check()')")
-        self.bad = self.bad + 1 if m["skipped_updates"] else 0
-        if self.bad == 3:
-            if run.main_rank:
-                checkpoint.save_adapters(run.policy, run.dir)
-            raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
-                                f"stopped, adapters saved in {run.dir / 'adapters'} (try a lower --lr)")
-
-
-def finish(run: TrainingRun, rows: list) -> None:
-    """Rank 0 at the end: the adapters (adapters/<role>/), the --profile table, curves.png and the
-    summary line."""
-    checkpoint.save_adapters(run.policy, run.dir)
-    if run.args.profile and rows:
-        progress.print_profile(rows)
-    print(report.plot_curves([run.dir], run.dir / "curves.png"))
-    print(progress.summary(run.dir, run.state["wall_s"] + time.perf_counter() - run.t_start))
 
 
 def cli():
