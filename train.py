@@ -20,11 +20,12 @@ samples.jsonl, checkpoints/ (--resume goes on from the latest: infra/checkpoint.
 there, one line gives the command that resumes, status 130 / 143 (infra/interrupt.py); a second Ctrl-C stops at
 once, keeping the last checkpoint (every --save-every GRPO steps, after each role's SFT). --eval-data: greedy
 held-out pass@1 while training (infra/progress.py); torchrun: data parallel (infra/distributed.py); --profile prints the seconds of each phase of a step.
+Here: the GRPO step (grpo_step and its helpers), then the run's stages (main, load_policy, sft_stage,
+grpo_stage); the run's plumbing around them (its folder, checkpoints, a signal's safe stop, Health) is
+infra/training_run.py.
 """
-import random
 import sys
 import time
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -39,24 +40,11 @@ import sandbox
 import sft
 import tree
 import update
-from baselines import codedpo, ppo, stepcoder
-from fast import fixed_decode
-from infra import checkpoint, distributed, interrupt, models, progress, trackers
-from infra.flags import get_args
+from baselines import BASELINES
+from infra import checkpoint, distributed, flags, interrupt, models, progress, trackers
+from infra.training_run import Health, TrainingError, TrainingRun
 from mapcoder import retriever
-from measure import report
 from release import sequential
-from sandboxing import checkers
-
-
-def adapter_roles(chain) -> list:
-    """The LoRA adapters of a run: one per role of the chain, and always the Planner's and the Coder's
-    (so --init and the checkpoints of two-role runs fit every chain)."""
-    return [r for r in roles.ROLES if r in chain or r in models.ROLES]
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (e.g. three non-finite steps in a row); the message is one line."""
 
 
 def tree_sizes(args) -> dict:
@@ -73,9 +61,10 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
 
     1. rollouts       tree.build: each role of --roles samples its completions (roles.sample) level by level with its
                       own adapter (Planner: G plans per problem; Coder: M programs per plan; a Retriever
-                      above, a Debugger's D repairs below), and the sandbox runs every program
+                      above, a Debugger's D repairs below), and the sandbox runs every program: the
+                      forest, one tree of rollouts per problem (a tree.Tree holding them all)
     2. rewards        reward.step_rewards: the sandbox's results -> r [B, 1, programs per problem] (Result.pass_rate),
-                      written back into the tree's program nodes
+                      written back into the forest's program nodes
     3. credit         tree.advantages -> grpo.tree_advantages: a node is worth the mean (or max) of the
                       valid programs below it, its advantage is normalised among its siblings
     4. gradient step  update.gradient_step: each role's loss and backward (update.role_backward -> grpo.grpo_loss),
@@ -88,21 +77,17 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     """
     clock = progress.Clock(next(policy.parameters()).device)
     t0 = time.perf_counter()
-    rollouts = tree.build(problems, args.roles, tree_sizes(args), partial(roles.sample, policy, tok, args, clock),  # 1
-                          partial(run_programs, args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
-                          k=args.retrieval_k)
-    rewards = reward.step_rewards(rollouts, problems, args, clock)  # 2: [B, 1, programs per problem]
-    credit = tree.advantages(rollouts, args.planner_credit, args.scale_rewards == "group",  # 3
+    forest = tree.build(problems, args.roles, tree_sizes(args), partial(roles.sample, policy, tok, args, clock),  # 1
+                        partial(run_programs, args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,
+                        k=args.retrieval_k)
+    rewards = reward.step_rewards(forest, problems, args, clock)  # 2: [B, 1, programs per problem]
+    credit = tree.advantages(forest, args.planner_credit, args.scale_rewards == "group",  # 3
                              args.coder_baseline, args.debug_reward, args.debug_gamma, args.credit_temperature)
     frozen = getattr(args, "frozen_roles", ())  # --schedule sequential: the role its stage does not train
-    update_metrics = update.gradient_step(policy, rollouts, {r: c for r, c in credit.items() if r not in frozen},  # 4
+    update_metrics = update.gradient_step(policy, forest, {r: c for r, c in credit.items() if r not in frozen},  # 4
                                           args, optimizer, clock)
     step_s = time.perf_counter() - t0
-    return step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
-
-
-# --algo -> its step function, each with grpo_step's signature and metrics (docs/baselines.md)
-STEPS = {"grpo": grpo_step, "ppo": ppo.step, "stepcoder": stepcoder.step, "codedpo": codedpo.codedpo_step}
+    return step_metrics(forest, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
 
 
 def run_programs(args, clock, jobs: list) -> list:
@@ -128,21 +113,22 @@ def neg_logp(outputs: dict, role: str) -> float | None:
     return -sum((r.logp * r.mask).sum().item() for r in rs) / tokens if tokens else None
 
 
-def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, step_s, args) -> tuple[dict, list]:
+def step_metrics(forest, problems, rewards, credit, update_metrics, clock, step_s, args) -> tuple[dict, list]:
     """Step 5: the step's metrics (plain floats: a tensor kept here would keep its graph alive, step after
-    step) and its samples (each problem's first plan, completion, program and verdict)."""
+    step) and its samples (each problem's first plan, completion, program and verdict). forest: step 1's
+    tree.Tree, scored (step 2); update_metrics: update.gradient_step's (per role, loss, grad norm, skipped)."""
     per_role, loss, grad_norm, skipped = update_metrics
     B = len(problems)
-    coders = rollouts.of("coder")
-    verdicts = [rollouts.nodes[i].result.verdict for i in coders]
+    coders = forest.of("coder")
+    verdicts = [forest.nodes[i].result.verdict for i in coders]
     n = len(coders) // B  # programs per problem
     samples = []
     for b in range(B):
-        first = rollouts.nodes[coders[b * n]]
-        samples.append({"task_id": problems[b].task_id, "plan": rollouts.upstream(coders[b * n]).get("plan"),
+        first = forest.nodes[coders[b * n]]
+        samples.append({"task_id": problems[b].task_id, "plan": forest.upstream(coders[b * n]).get("plan"),
                         "completion": first.text, "program": first.program, "verdict": first.result.verdict,
                         "detail": first.result.detail, **({"unsafe": True} if first.result.unsafe else {})})
-    outputs = rollouts.outputs
+    outputs = forest.outputs
     planned = "planner" in args.roles
     repairs = credit.get("debugger")
     active = [role for role in args.roles if role in credit]
@@ -150,7 +136,7 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
         "reward": rewards.mean().item(),
         "pass_all": sum(v == "passed" for v in verdicts) / len(verdicts),
         "best_of_problem": rewards.flatten(1).amax(1).mean().item(),
-        "plan_reward_std": rewards.view(B, len(rollouts.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False)
+        "plan_reward_std": rewards.view(B, len(forest.of("planner")) // B, -1).mean(-1).std(-1, unbiased=False)
         .mean().item() if planned else None,
         **{f"frac_zero_std_{role}": credit[role].frac_zero_std for role in active}, **per_role,
         "loss": loss, "grad_norm": grad_norm, "skipped_updates": skipped,
@@ -166,87 +152,40 @@ def step_metrics(rollouts, problems, rewards, credit, update_metrics, clock, ste
     }, samples
 
 
-@dataclass
-class Run:
-    """What the stages of a run share (`setup` makes it, `load_policy` adds the policy): the flags, this
-    process's place under torchrun, the run folder and its checkpoint state, the problems, the policy."""
-    args: object
-    rank: int  # 0 without torchrun; rank 0 writes every file
-    world: int  # processes
-    device: str
-    quant: str
-    dir: Path  # runs/<time>/
-    ckpt: Path | None  # the checkpoint --resume goes on from (None: a fresh run)
-    state: dict  # step, problems consumed, SFT roles done, seconds (checkpoint.fresh_state)
-    problems: list = field(default_factory=list)
-    eval_problems: list = field(default_factory=list)
-    isolation: str = ""  # what the sandbox isolates with (config.json)
-    policy: object = None  # the base with one LoRA adapter per role (models.add_role_adapters)
-    tok: object = None
-    optimizer: torch.optim.Optimizer | None = None  # AdamW on every role's LoRA weights
-    lora: list = field(default_factory=list)  # those weights
-    corpus: object = None  # retriever.Corpus for --retrieval corpus
-    finished: bool = False  # --resume of a run that had reached its last step: nothing to do
-    t_start: float = field(default_factory=time.perf_counter)
-    stop: interrupt.Stop | None = None  # Ctrl-C / SIGTERM: set, the run stops at its next safe point (stopping)
-
-    @property
-    def main_rank(self) -> bool:
-        return self.rank == 0
+def get_args(argv=None):
+    """train.py's command line (infra/flags.py), --algo offering grpo and every baseline with its own flags
+    (baselines.BASELINES)."""
+    return flags.get_args(argv, BASELINES)
 
 
 def main(argv=None) -> Path:
-    """python train.py: setup, the policy, the cold-start SFT stage, the GRPO stage, the run's end.
-    Returns the run folder."""
-    run = setup(get_args(argv))
+    """python train.py: the run (infra/training_run.py), the policy, the cold-start SFT stage, the GRPO stage,
+    the run's end. Returns the run folder."""
+    args = get_args(argv)
+    run = TrainingRun.setup(args, sequential.final_args(args))  # --schedule sequential ends after both stages
     if run.finished:  # --resume of a run that had reached its last step
         distributed.cleanup()
         return run.dir
     load_policy(run)
-    with open_log(run) as log, interrupt.Stop("stopping after this step to save a checkpoint") as run.stop:
+    with run.open_log() as log, interrupt.Stop("stopping after this step to save a checkpoint") as run.stop:
         sft_stage(run, log)
         if run.args.schedule == "sequential":  # the authors' release: the Planner, then the Coder on fixed plans
             sequential.run(run, log, grpo_stage)
         else:
             grpo_stage(run, log)
     if run.main_rank:
-        finish(run, log.rows)
+        run.finish(log.rows)
     distributed.cleanup()
     return run.dir
 
 
-def setup(args) -> Run:
-    """Device and torchrun, the run folder and its latest checkpoint (--resume), the seeds, the problems,
-    and a sandbox that isolates and tells right from wrong (else a one-line SystemExit)."""
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    quant = models.default_quant(device) if args.quant == "auto" else args.quant
-    rank, world, device = distributed.setup(device)  # (0, 1, device) without torchrun
-    fixed_decode.GRAPH = args.cuda_graph  # the sampler on CUDA: its token step as one CUDA graph
-    if args.problems_per_step % world:
-        raise TrainingError(f"--problems-per-step {args.problems_per_step} does not split over {world} processes")
-    run_dir = Path(args.out or distributed.gather(f"runs/{time.strftime('%Y%m%d-%H%M%S')}")[0])
-    run = Run(args, rank, world, device, quant, run_dir, checkpoint.latest(run_dir) if args.resume else None,
-              checkpoint.fresh_state())
-    run.finished = bool(run.ckpt) and checkpoint.finished(sequential.final_args(args), run_dir, run.ckpt, run.main_rank)
-    if run.finished:
-        return run
-    random.seed(args.seed)
-    torch.manual_seed(args.seed)  # the same on every rank: the same initial LoRA weights
-    run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
-    held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
-    run.eval_problems = checkers.use(held_out, args.checker)
-    progress.start(sequential.final_args(args), device, len(run.eval_problems), show=run.main_rank,  # what will run
-                   state=checkpoint.state_of(run.ckpt) if run.ckpt else None)  # (is left), and how long
-    try:
-        run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates
-                                        memory_mb=args.sandbox_memory)
-        sandbox.self_check()  # a sandbox that cannot tell right from wrong must not be a reward
-    except (RuntimeError, sandbox.SandboxError) as e:
-        raise SystemExit(f"error: {e}") from None
-    return run
+def adapter_roles(chain) -> list:
+    """The LoRA adapters of a run: one per role of the chain, and always the Planner's and the Coder's
+    (so --init and the checkpoints of two-role runs fit every chain)."""
+    return [r for r in roles.ROLES if r in chain or r in models.ROLES]
 
 
-def load_policy(run: Run) -> None:
+def load_policy(run: TrainingRun) -> None:
     """The base model with one LoRA adapter per role (--init: an earlier run's), the same weights on every
     rank, AdamW on the adapters, and a checkpoint's adapters, optimizer and RNG (--resume)."""
     args = run.args
@@ -262,29 +201,15 @@ def load_policy(run: Run) -> None:
     distributed.broadcast_params(run.lora)
     if run.world > 1:
         torch.manual_seed(args.seed + run.rank)  # each rank samples its own completions
-    if args.algo not in STEPS:
+    if args.algo != "grpo" and args.algo not in BASELINES:  # --resume of a run made by another version
         raise TrainingError(f"--algo {args.algo} is not part of this version")
-    extra = ppo.setup(run.policy, args) if args.algo in ("ppo", "stepcoder") else []  # the critic; a frozen reference
+    extra = BASELINES[args.algo].setup(run.policy, args) if args.algo in BASELINES else []  # e.g. PPO's critic
     run.optimizer = torch.optim.AdamW(run.lora + extra, lr=args.lr, weight_decay=0.0)
     if run.ckpt:
         run.state = checkpoint.load(run.ckpt, run.policy, run.optimizer, run.rank, run.world)  # RNG last
 
 
-def open_log(run: Run) -> trackers.RunLog:
-    """Rank 0: config.json (checkpoint.prepare: the logs cut back to the checkpoint), the run's first line,
-    and its logs (metrics.jsonl, samples.jsonl, the --report-to tracker); other ranks log nowhere."""
-    args, dtype = run.args, models.choose_dtype(run.device, run.args.dtype)  # what auto chose here
-    config = {**vars(args), "device": run.device, "quant": run.quant, "dtype": dtype, "sandbox": run.isolation}
-    if run.main_rank:
-        checkpoint.prepare(run.dir, config, run.ckpt, run.state)
-        print(f"run folder {run.dir}  model {args.model}  device {run.device}  quant {run.quant}  dtype {dtype}  "
-              f"processes {run.world}  problems {len(run.problems)}  trainable LoRA params "
-              f"{sum(p.numel() for p in run.lora):,}" + (f"\nresumed from {run.ckpt} (step {run.state['step']})"
-              if run.ckpt else f"\n{run.dir} has no checkpoint yet: starting it over" if args.resume else ""))
-    return trackers.RunLog(run.dir, config, write=run.main_rank)
-
-
-def evaluate(run: Run, log: trackers.RunLog, step: int, last: bool = False) -> None:
+def evaluate(run: TrainingRun, log: trackers.RunLog, step: int, last: bool = False) -> None:
     """Greedy held-out pass@1 (--eval-data; eval.held_out) at step 0, every --eval-every steps and at the end; its
     seconds go into the run's ETA as their own stage."""
     args = run.args
@@ -299,15 +224,7 @@ def evaluate(run: Run, log: trackers.RunLog, step: int, last: bool = False) -> N
         log.log({"phase": "eval", "step": step, **m})
 
 
-def save(run: Run, name: str) -> None:
-    """A checkpoint (checkpoint.save) with every rank's RNG state; rank 0 writes it."""
-    rngs = distributed.gather(checkpoint.rng_state())
-    if run.main_rank:
-        state = {**run.state, "wall_s": run.state["wall_s"] + time.perf_counter() - run.t_start}
-        checkpoint.save(run.dir, name, run.policy, run.optimizer, state, rngs, run.args.keep_checkpoints)
-
-
-def sft_stage(run: Run, log: trackers.RunLog) -> None:
+def sft_stage(run: TrainingRun, log: trackers.RunLog) -> None:
     """0. Cold-start SFT (--sft-steps) of each role on our reference plans / solutions (sft.py), one
     checkpoint after each role (a resume skips the roles done); a Ctrl-C saves one after the SFT step in
     progress (sft-<roles done>-<steps>: a resume goes on from that step)."""
@@ -319,42 +236,27 @@ def sft_stage(run: Run, log: trackers.RunLog) -> None:
         try:
             done = sft.train(run.policy, run.tok, run.problems, role, run.args, run.optimizer,
                              log.metrics if run.main_rank else None, start=run.state.get("sft_step", 0),
-                             stop=lambda: stopping(run))
+                             stop=run.stopping)
         except ValueError as e:
             raise TrainingError(str(e)) from None
         log.metrics.flush()
         distributed.broadcast_params(run.lora)  # torchrun: SFT ran on every rank (the same batches)
         if done < run.args.sft_steps:  # stopped at a safe point within the role
             run.state["sft_step"] = done
-            stop_here(run, f"sft-{len(run.state['sft_done'])}-{done:06d}", f"{role} SFT step {done}")
+            run.stop_here(f"sft-{len(run.state['sft_done'])}-{done:06d}", f"{role} SFT step {done}")
         run.state["sft_done"].append(role)
         run.state["sft_step"] = 0
-        save(run, f"sft-{len(run.state['sft_done'])}")
-        if stopping(run):
-            stop_here(run, None, f"{role} SFT")
+        run.save(f"sft-{len(run.state['sft_done'])}")
+        if run.stopping():
+            run.stop_here(None, f"{role} SFT")
 
 
-def stopping(run: Run) -> bool:
-    """True when a Ctrl-C / SIGTERM reached any process of the run (a collective under torchrun: every rank
-    stops at the same safe point)."""
-    return any(distributed.gather(run.stop is not None and run.stop.requested))
-
-
-def stop_here(run: Run, name: str | None, where: str) -> None:
-    """A safe point after a signal: checkpoint `name` (None: the one just saved), then interrupt.Interrupted
-    with the line that says what is kept and the command that resumes."""
-    if name:
-        save(run, name)
-    signum = max(s or 0 for s in distributed.gather(run.stop.signum))  # the signal some rank got
-    raise interrupt.Interrupted(signum, f"checkpoint after {where} saved in {run.dir / 'checkpoints'}",
-                                f"python train.py --resume {run.dir}")
-
-
-def grpo_stage(run: Run, log: trackers.RunLog) -> None:
+def grpo_stage(run: TrainingRun, log: trackers.RunLog) -> None:
     """The GRPO steps, from the checkpoint's step on: a batch of problems (each rank its slice), one
     training step on it, its metrics and samples logged, evaluation and checkpoints on schedule; stops
     after --grpo-steps or --time-budget, or when the run cannot learn (Health)."""
     args, state, health = run.args, run.state, Health()
+    training_step = BASELINES[args.algo].step if args.algo in BASELINES else grpo_step  # --algo
     if state["step"] == 0:
         evaluate(run, log, 0)
     for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
@@ -363,7 +265,7 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
                                     args.seed)
         k = len(batch) // run.world  # this rank's slice: whole groups, never split
         mine = batch[run.rank * k:(run.rank + 1) * k]
-        m, samples = STEPS[args.algo](run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step
+        m, samples = training_step(run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step
         m, samples = distributed.merge_step(m, samples)  # torchrun: every rank's problems
         state["step"], state["consumed"] = step, state["consumed"] + len(batch)
         state["grpo_s"] = state.get("grpo_s", 0.0) + m["time_step_s"]  # equal on every rank (merge_step: max)
@@ -375,46 +277,13 @@ def grpo_stage(run: Run, log: trackers.RunLog) -> None:
         evaluate(run, log, step, last)
         saved = last or (args.save_every > 0 and step % args.save_every == 0)
         if saved:
-            save(run, f"step-{step:06d}")
-        if not last and stopping(run):  # a Ctrl-C during the step: it finished; saved here, the run stops
-            stop_here(run, None if saved else f"step-{step:06d}", f"GRPO step {step}")
+            run.save(f"step-{step:06d}")
+        if not last and run.stopping():  # a Ctrl-C during the step: it finished; saved here, the run stops
+            run.stop_here(None if saved else f"step-{step:06d}", f"GRPO step {step}")
         if last:
             if run.main_rank and step < args.steps:
                 tqdm.write(f"--time-budget {args.time_budget:g} min spent after step {step}: stopping")
             break
-
-
-class Health:
-    """Stops a run that cannot learn, with a one-line TrainingError: two steps in a row in which the
-    sandbox judged no program (rewards of 0 teach nothing: stopped at a checkpoint), three in a row whose
-    optimizer step was skipped for a non-finite loss or gradient norm (a diverged run: adapters saved)."""
-
-    def __init__(self):
-        self.broken, self.bad = 0, 0  # steps in a row
-
-    def check(self, run: Run, step: int, m: dict, samples: list) -> None:
-        self.broken = self.broken + 1 if set(m["verdicts"]) == {"sandbox_error"} else 0
-        if self.broken == 2:
-            save(run, f"step-{step:06d}")
-            raise TrainingError(f"steps {step - 1}-{step}: the sandbox failed on every program "
-                                f"({samples[0]['detail'] if samples else 'no detail'}); stopped at a checkpoint, "
-                                f"--resume {run.dir} once it works (python -c 'import sandbox; sandbox.self_check()')")
-        self.bad = self.bad + 1 if m["skipped_updates"] else 0
-        if self.bad == 3:
-            if run.main_rank:
-                checkpoint.save_adapters(run.policy, run.dir)
-            raise TrainingError(f"steps {step - 2}-{step} all had a non-finite loss or gradient norm; "
-                                f"stopped, adapters saved in {run.dir / 'adapters'} (try a lower --lr)")
-
-
-def finish(run: Run, rows: list) -> None:
-    """Rank 0 at the end: the adapters (adapters/<role>/), the --profile table, curves.png and the
-    summary line."""
-    checkpoint.save_adapters(run.policy, run.dir)
-    if run.args.profile and rows:
-        progress.print_profile(rows)
-    print(report.plot_curves([run.dir], run.dir / "curves.png"))
-    print(progress.summary(run.dir, run.state["wall_s"] + time.perf_counter() - run.t_start))
 
 
 def cli():

@@ -1,7 +1,7 @@
 """CodeDPO (Zhang et al., ACL 2025, arXiv 2410.05605): preference learning on code the model wrote AND
 checked itself. One training arm of train.py (`--algo codedpo`), the Coder alone, from the same SFT.
 
-Per problem, one step (`codedpo_step`):
+Per problem, one step (`step`):
   1. self-generation   the Coder writes N programs (--dpo-programs, default G*M) and N tests
                        (--dpo-tests completions, each its first `assert <entry_point>(...)` line) at
                        --dpo-temperature
@@ -212,7 +212,26 @@ def reference(policy, ref: dict | None):
 _REF = {}  # --init folder -> its Coder weights, read once per process
 
 
-def codedpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
+def add_flags(parser) -> None:
+    """--algo codedpo's flags, one group of `train.py --help` ("paper": the value Zhang et al. 2025 use)."""
+    g = parser.add_argument_group("codedpo", "CodeDPO (baselines/codedpo.py): DPO on self-verified pairs")
+    a = g.add_argument
+    a("--dpo-programs", type=int, default=None, help="programs per problem (default G*M, the GRPO group; paper 8)")
+    a("--dpo-tests", type=int, default=4, help="test completions per problem, one assert each (paper 8)")
+    a("--max-test-tokens", type=int, default=48, help="token budget of a test completion")
+    a("--dpo-temperature", type=float, default=1.0, help="sampling temperature of programs and tests (paper: high)")
+    a("--dpo-rounds", type=int, default=10, help="rounds T of the self-validation score (paper 10)")
+    a("--dpo-damping", type=float, default=0.85, help="damping d of the self-validation score (paper 0.85)")
+    a("--dpo-beta", type=float, default=0.1, help="DPO beta (not in the paper: ours)")
+    a("--nll-weight", type=float, default=1.0, help="weight alpha of the chosen program's NLL (RPO form)")
+
+
+def setup(policy, args) -> list:
+    """Nothing trained beside the Coder's adapter (the reference is --init's Coder or the base: `reference`)."""
+    return []
+
+
+def step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
     """One CodeDPO step on B problems (module docstring: self-generation, self-validation, pairs, loss);
     train.grpo_step's signature and metrics keys. Function problems only: an I/O problem has no
     `assert` tests to write, so it gives no pair (its programs still count in the reward)."""

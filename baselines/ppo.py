@@ -71,6 +71,16 @@ class Critic(torch.nn.Module):
         return self.head(h.float()).squeeze(-1)  # [...]
 
 
+def add_flags(parser) -> None:
+    """--algo ppo's flags, one group of `train.py --help` (--algo stepcoder trains with them too)."""
+    g = parser.add_argument_group("ppo", "PPOCoder (baselines/ppo.py): a critic, GAE, the KL in the reward; "
+                                  "--algo ppo, and the PPO of --algo stepcoder")
+    g.add_argument("--vf-coef", type=float, default=1e-3, help="weight of the clipped value loss (PPOCoder's)")
+    g.add_argument("--kl-coef", type=float, default=0.05, help="initial beta of the KL in the per-token reward")
+    g.add_argument("--kl-target", type=float, default=1.0, help="KL per program the adaptive beta steers to")
+    g.add_argument("--gae-lambda", type=float, default=0.95, help="GAE lambda (gamma is 1)")
+
+
 def setup(policy, args) -> list:
     """PPO's additions to the policy, before the optimizer is built and a checkpoint is loaded: the
     critic (policy.critic) and the frozen reference adapter `coder_ref` (same LoRA shape as the Coder's;

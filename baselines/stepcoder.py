@@ -142,6 +142,17 @@ def loss_mask(tok, prefixes: list, n: int):
     return mask
 
 
+def add_flags(parser) -> None:
+    """--algo stepcoder's own flag, one group of `train.py --help` (its PPO reads the ppo group's flags)."""
+    g = parser.add_argument_group("stepcoder", "StepCoder (baselines/stepcoder.py): PPO (the ppo group's flags) + a "
+                                  "curriculum of completion subtasks + the loss on executed lines only")
+    g.add_argument("--cccs-stages", type=int, default=4,
+                   help="K curriculum stages over --steps, from the last conditional of each reference to no prefix")
+
+
+setup = ppo.setup  # the same critic and frozen reference as PPO's
+
+
 def step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, list]:
     """One StepCoder step (train.py --algo stepcoder): the stage's prefixes (CCCS), then ppo.run_step with
     FGO's loss mask and the execution reward alone. Adds `cccs_stage` and `prefix_lines` to the metrics."""

@@ -1,4 +1,5 @@
-"""train.py's command line: every flag, its default and its meaning (`python train.py --help`).
+"""train.py's command line: every flag, its default and its meaning (`python train.py --help`); each baseline
+adds its own flags (baselines/__init__.py).
 
 get_args also applies the defaults that depend on other flags (M = 2 codes per plan with a recall Retriever)
 and, for --resume, takes the run's own config.json (checkpoint.resume_args).
@@ -13,8 +14,6 @@ import roles
 from infra import checkpoint, models, trackers
 from mapcoder import retriever
 from sandboxing import checkers
-
-ALGOS = ("grpo", "ppo", "stepcoder", "codedpo")  # --algo: train.STEPS maps each to its step function
 
 # --recipe release: the CoRe-Code authors' released recipe (AlbertZhaoCA/e1: examples/higher-order.yaml,
 # codegenwoc.yaml, reward_function/higher-order.py and code.py), as defaults that flags given explicitly override.
@@ -88,7 +87,9 @@ def default_workers() -> int:
     return max(1, (os.cpu_count() or 1) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
 
 
-def get_args(argv=None):
+def get_args(argv, baselines: dict):
+    """Parse train.py's command line. baselines: {--algo name: its module} (baselines.BASELINES; train.get_args
+    passes it): --algo offers grpo and these, each module adds its own group of flags (add_flags)."""
     ap = Parser(prog="train.py", description="Train the Planner and the Coder together with collaboration-aware GRPO.", allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = ap.add_argument
@@ -141,16 +142,11 @@ def get_args(argv=None):
       help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code, the default with --algo grpo) | coder "
            "(single-agent GRPO: G*M codes per problem; the only chain of the other --algo arms) | planner,coder,debugger "
            "| retriever,planner,coder | retriever,planner,coder,debugger")
-    a("--algo", default="grpo", choices=ALGOS,
-      help="training method (docs/baselines.md): grpo (collaboration-aware GRPO, CoRe-Code) | ppo (PPOCoder: a "
-           "critic, GAE, the KL in the reward) | stepcoder (PPO + a curriculum of completion subtasks + the loss on "
-           "executed lines only) | codedpo (DPO on self-verified pairs); all but grpo train the Coder alone")
-    a("--vf-coef", type=float, default=1e-3, help="ppo/stepcoder: weight of the clipped value loss (PPOCoder's)")
-    a("--kl-coef", type=float, default=0.05, help="ppo/stepcoder: initial beta of the KL in the per-token reward")
-    a("--kl-target", type=float, default=1.0, help="ppo/stepcoder: KL per program the adaptive beta steers to")
-    a("--gae-lambda", type=float, default=0.95, help="ppo/stepcoder: GAE lambda (gamma is 1)")
-    a("--cccs-stages", type=int, default=4,
-      help="stepcoder: K curriculum stages over --steps, from the last conditional of each reference to no prefix")
+    a("--algo", default="grpo", choices=["grpo", *baselines],
+      help="training method (docs/baselines.md): grpo (collaboration-aware GRPO, CoRe-Code) or a baseline, each "
+           "with its own group of flags below; all but grpo train the Coder alone")
+    for baseline in baselines.values():  # each baseline's flags: an argparse group of its own (--help)
+        baseline.add_flags(ap)
     a("--schedule", default="joint", choices=["joint", "sequential"],
       help="joint: one step updates Planner and Coder (ours); sequential: the authors' release, GRPO of the Planner "
            "with the Coder frozen (--grpo-steps), then of the Coder on problem + a fixed plan (--coder-steps; release/sequential.py)")
@@ -213,15 +209,6 @@ def get_args(argv=None):
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
     a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
     a("--profile", action="store_true", help="print seconds per phase of a step at the end")
-    # CodeDPO (baselines/codedpo.py, docs/baselines.md#codedpo)
-    a("--dpo-programs", type=int, default=None, help="codedpo: programs per problem (default G*M, the GRPO group; paper 8)")
-    a("--dpo-tests", type=int, default=4, help="codedpo: test completions per problem, one assert each (paper 8)")
-    a("--max-test-tokens", type=int, default=48, help="codedpo: token budget of a test completion")
-    a("--dpo-temperature", type=float, default=1.0, help="codedpo: sampling temperature of programs and tests (paper: high)")
-    a("--dpo-rounds", type=int, default=10, help="codedpo: rounds T of the self-validation score (paper 10)")
-    a("--dpo-damping", type=float, default=0.85, help="codedpo: damping d of the self-validation score (paper 0.85)")
-    a("--dpo-beta", type=float, default=0.1, help="codedpo: DPO beta (not in the paper: ours)")
-    a("--nll-weight", type=float, default=1.0, help="codedpo: weight alpha of the chosen program's NLL (RPO form)")
     args = ap.parse_args(argv)
     if args.recipe in RECIPES:  # the recipe's values become the defaults: a flag given explicitly still wins
         ap.set_defaults(**RECIPES[args.recipe])

@@ -112,7 +112,8 @@ def stage2_problems(run, args) -> list:
 
 
 def run(run, log: trackers.RunLog, grpo_stage) -> None:
-    """Both stages on train.Run `run` (grpo_stage: train.grpo_stage); run.args and run.problems are put back."""
+    """Both stages on `run`, an infra.training_run.TrainingRun (grpo_stage: train.grpo_stage); run.args and
+    run.problems are put back."""
     args, problems = run.args, run.problems
     try:
         run.args = stage1_args(args)

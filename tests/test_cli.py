@@ -176,22 +176,22 @@ def test_a_fresh_start_never_erases_a_run(tmp_path, capsys):
     """train.py --out RUN on a folder holding a run's work refuses in one line (prepare would empty its
     logs and remove its checkpoints); --overwrite allows it, and a folder that a failed start left
     with only config.json is started again without a word."""
-    from infra import flags
+    import train
     half, logged, saved = tmp_path / "half", tmp_path / "logged", tmp_path / "saved"
     for d in (half, logged, saved):
         d.mkdir()
         (d / "config.json").write_text("{}")
     (logged / "metrics.jsonl").write_text('{"phase": "grpo", "step": 1}\n')
     (saved / "adapters").mkdir()
-    assert flags.get_args(["--out", str(half)]).out == str(half)
+    assert train.get_args(["--out", str(half)]).out == str(half)
     for d in (logged, saved):
         with pytest.raises(SystemExit) as e:
-            flags.get_args(["--out", str(d)])
+            train.get_args(["--out", str(d)])
         assert e.value.code == 2
         assert capsys.readouterr().err == (
             f"error: --out {d} already holds a run: --resume {d} to go on, "
             "--overwrite to start it over (erasing it), or another --out\n")
-        assert flags.get_args(["--out", str(d), "--overwrite"]).overwrite is True
+        assert train.get_args(["--out", str(d), "--overwrite"]).overwrite is True
     assert (logged / "metrics.jsonl").read_text() == '{"phase": "grpo", "step": 1}\n'  # untouched
 
 
@@ -202,7 +202,7 @@ def test_names_a_user_mistypes_get_one_line_that_points_the_right_way(tmp_path, 
     Catches: 'humaneva: no such file', the hub hint for a wrong path, a 45-line usage block."""
     import data
     import eval as evaluation
-    from infra import flags
+    import train
 
     p = run("eval.py", "--dataset", "humaneva", "--out", str(tmp_path))
     assert p.returncode == 1 and p.stderr == (
@@ -215,7 +215,7 @@ def test_names_a_user_mistypes_get_one_line_that_points_the_right_way(tmp_path, 
     with pytest.raises(data.DataError) as e:
         data.load("nosuchset")
     assert str(e.value).startswith("unknown dataset 'nosuchset': use train, val, ")
-    for parse, argv, want in [(flags.get_args, ["--sft-step", "3"], "error: unknown flag --sft-step (did you mean "
+    for parse, argv, want in [(train.get_args, ["--sft-step", "3"], "error: unknown flag --sft-step (did you mean "
                                                  "--sft-steps?); every flag: python train.py --help\n"),
                               (evaluation.get_args, ["--datset", "val"], "error: unknown flag --datset (did you mean "
                                                      "--dataset?); every flag: python eval.py --help\n")]:
@@ -230,7 +230,7 @@ def test_a_run_folder_knows_its_model(tmp_path):
     naming another base is one line (ModelError), as is a --compare of runs on two bases. Catches: adapters
     of a 1.5B run loaded onto the embedded 135M base (eval.py's default), a silent wrong base."""
     import eval as evaluation
-    from infra import flags
+    import train
     from measure import harness
 
     gpu, cpu = tmp_path / "gpu", tmp_path / "cpu"
@@ -242,7 +242,7 @@ def test_a_run_folder_knows_its_model(tmp_path):
     assert harness.run_dtype(args, "cuda") == "bfloat16" and harness.run_dtype(args, "cpu") == "auto"
     assert evaluation.get_args(["--adapters", str(gpu), "--model", "Qwen/Qwen2.5-Coder-1.5B-Instruct"]).model == \
         "Qwen/Qwen2.5-Coder-1.5B-Instruct"  # the same base by its hub id
-    assert flags.get_args(["--init", str(gpu)]).model == "Qwen2.5-Coder-1.5B" and flags.get_args([]).model == models.EMBEDDED
+    assert train.get_args(["--init", str(gpu)]).model == "Qwen2.5-Coder-1.5B" and train.get_args([]).model == models.EMBEDDED
     with pytest.raises(models.ModelError) as e:
         evaluation.get_args(["--adapters", str(gpu), "--model", models.EMBEDDED])
     assert str(e.value) == (f"--model {models.EMBEDDED}: {gpu} was trained on Qwen2.5-Coder-1.5B (its config.json), and "

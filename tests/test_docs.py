@@ -215,7 +215,7 @@ def labels(text: str) -> list[str]:
 def parsers():
     """The option strings of train.py's and eval.py's parsers, taken from the built parsers."""
     import eval as evaluation
-    from infra import flags
+    import train
 
     class Built(Exception):
         pass
@@ -225,7 +225,7 @@ def parsers():
     out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(argparse.ArgumentParser, "parse_args", grab)
-        for name, get_args in (("train", flags.get_args), ("eval", evaluation.get_args)):
+        for name, get_args in (("train", train.get_args), ("eval", evaluation.get_args)):
             with pytest.raises(Built) as e:
                 get_args([])
             out[name] = set(e.value.args[0]._option_string_actions)

@@ -24,7 +24,8 @@ def module_name(path: Path) -> str:
 
 def import_graph() -> dict[str, set[str]]:
     """{module: the project modules it imports} over the top level and its packages (not tests/bench/course):
-    `import x`, `from x import y` (y a module when x/y.py exists) and `from x.y import z`."""
+    `import x`, `from x.y import z`, and `from x import y`: the module x/y.py when it exists (a package's
+    __init__ that lists its modules does not count as imported by them), else x itself."""
     files = [p for p in ROOT.rglob("*.py") if not SKIP & set(p.relative_to(ROOT).parts)]
     names = {module_name(p) for p in files}
     graph = {}
@@ -34,9 +35,10 @@ def import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 deps |= {a.name for a in node.names if a.name in names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                if node.module in names:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & names  # `from fast import chunked`
+                if node.module in names and len(subs) < len(node.names):  # a name defined in the module itself
                     deps.add(node.module)
-                deps |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in names}
+                deps |= subs
         graph[module_name(p)] = deps - {module_name(p)}
     return graph
 

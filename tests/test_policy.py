@@ -366,7 +366,7 @@ def test_gradient_checkpointing_flag_recomputes_in_training_and_sampling_keeps_t
     for on in (True, False):
         args = train.get_args(["--lora-r", "4", "--lora-alpha", "8", "--micro-batch", "2", "--no-shared-prompt"]
                               + (["--gradient-checkpointing"] if on else []))
-        run = train.Run(args, 0, 1, "cpu", "none", tmp_path, None, checkpoint.fresh_state())
+        run = train.TrainingRun(args, 0, 1, "cpu", "none", tmp_path, None, checkpoint.fresh_state())
         train.load_policy(run)
         policy = run.policy
         for n, p in policy.named_parameters():  # B != 0, the same in both policies

@@ -143,7 +143,7 @@ def test_one_step_on_known_programs_and_tests(tiny_policy, tokenizer, monkeypatc
     lora = [p for n, p in tiny_policy.named_parameters() if "lora_" in n and ".coder." in n]
     before = [p.detach().clone() for p in lora]
     opt = torch.optim.AdamW(lora, lr=1e-2)
-    m, samples = codedpo.codedpo_step(tiny_policy, tokenizer, [ADD], dpo_args(), opt)
+    m, samples = codedpo.step(tiny_policy, tokenizer, [ADD], dpo_args(), opt)
     assert calls == [4, 4]
     assert samples[0]["self_tests"] == ["assert add(1, 2) == 3", "assert add(2, 0) == 2", "assert add(5, 5) == 11"]
     assert (m["dpo_pairs"], m["dpo_correct_pairs"], m["dpo_efficient_pairs"]) == (1, 1, 0)

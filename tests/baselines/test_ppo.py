@@ -10,9 +10,10 @@ import torch
 
 import grpo
 import sandbox
+import train
 from baselines import ppo
 from conftest import ROOT, embedded_policy, tiny_base
-from infra import checkpoint, flags, models
+from infra import checkpoint, models
 
 
 def test_gae_on_a_hand_computed_four_token_example():
@@ -137,7 +138,7 @@ def test_ast_and_dataflow_match_on_hand_made_pairs():
 
 
 def tiny_args(**kw):
-    args = flags.get_args(["--algo", "ppo", "--num-plans", "1", "--codes-per-plan", "2", "--max-code-tokens", "12",
+    args = train.get_args(["--algo", "ppo", "--num-plans", "1", "--codes-per-plan", "2", "--max-code-tokens", "12",
                            "--workers", "1", "--lr", "1e-3"])
     for k, v in kw.items():
         setattr(args, k, v)

@@ -9,7 +9,7 @@ import pytest
 import data
 import eval as evaluation
 import sandbox
-from infra import flags
+import train
 from measure import report
 from sandboxing import checkers, special_checker
 
@@ -182,7 +182,7 @@ def test_rules_table_use_and_describe():
         checkers.use([io], "exact")
     with pytest.raises(ValueError, match=r"unknown output checker"):
         sandbox.run_program("print(1)", io_tests=[("", "1")], checker="exact")
-    assert flags.get_args(["--checker", "taco"]).checker == "taco" and evaluation.get_args([]).checker == "auto"
+    assert train.get_args(["--checker", "taco"]).checker == "taco" and evaluation.get_args([]).checker == "auto"
     with pytest.raises(SystemExit):
         evaluation.get_args(["--checker", "exact"])
     assert report.checker_note({"strict": 3}) == "strict (3 problems)"

@@ -103,13 +103,13 @@ def test_killed_twice_and_resumed_equals_the_uninterrupted_run(tmp_path, capsys)
 def test_resume_may_change_how_often_it_evaluates(tmp_path):
     """--eval-every and --eval-limit change no step (an evaluation puts the RNG states back): a resume may give new
     values, which win over config.json's; --lr may not change."""
-    from infra import flags
+    import train
 
     (tmp_path / "config.json").write_text(json.dumps({"eval_every": 8, "eval_limit": 5, "lr": 0.01}))
-    a = flags.get_args(["--resume", str(tmp_path), "--eval-every", "20", "--eval-limit", "7"])
+    a = train.get_args(["--resume", str(tmp_path), "--eval-every", "20", "--eval-limit", "7"])
     assert (a.eval_every, a.eval_limit, a.lr) == (20, 7, 0.01)
     with pytest.raises(checkpoint.CheckpointError, match=r"--lr 0\.5 differs from the run's 0\.01"):
-        flags.get_args(["--resume", str(tmp_path), "--lr", "0.5"])
+        train.get_args(["--resume", str(tmp_path), "--lr", "0.5"])
 
 
 def test_checkpoint_loads_adapters_in_place_trainable(tiny_policy, tmp_path):
