@@ -8,9 +8,9 @@ optimizer step on every adapter (train.grpo_step calls gradient_step after the r
             loss.backward()                                      (gradients of all roles add up)
     clip the gradient norm; AdamW step                  (skipped when anything is non-finite)
 
-The forward is the plain one (RowByRow: rollout.logprobs) with --no-shared-prompt or under gradient
-checkpointing, else shared_prompt.SharedPrompt, which forwards each group's prompt once and gives the
-same values and gradients (the fast path; a reader can skip it).
+The forward is the plain one (chunked.RowByRow: rollout.logprobs, the LM head in pieces) with
+--no-shared-prompt or under gradient checkpointing, else shared_prompt.SharedPrompt, which forwards each
+group's prompt once and gives the same values and gradients (the fast path; a reader can skip it).
 """
 import math
 
@@ -119,31 +119,14 @@ def role_backward(policy, role, r: rollout.Rollout, adv, valid, max_len, args, c
     return total, metrics
 
 
-class RowByRow:
-    """The plain forward: micro-batches of --micro-batch rows, each forwarded whole, prompt and completion
-    (rollout.logprobs, with the LM head in pieces of --logprob-chunk positions: chunked.logprobs). The
-    interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
-    logprobs(ids, reference) -> [n, T] (reference: the caller has turned the adapters off)."""
-
-    def __init__(self, policy, r: rollout.Rollout, micro_batch: int, logit_chunk: int = chunked.CHUNK):
-        self.policy, self.r, self.micro_batch, self.logit_chunk = policy, r, micro_batch, logit_chunk
-
-    def micro_batches(self, rows: list):
-        rows = list(rows)
-        return [torch.tensor(rows[k:k + self.micro_batch]) for k in range(0, len(rows), self.micro_batch)]
-
-    def logprobs(self, ids: torch.Tensor, reference: bool = False) -> torch.Tensor:
-        return chunked.logprobs(self.policy, self.r, ids, self.logit_chunk)  # rollout.logprobs, the LM head in pieces
-
-
 def scorer(policy, r: rollout.Rollout, args, clock=None):
     """THE switch of the loss pass's forward: shared_prompt.SharedPrompt (each group's prompt forwarded once;
-    --shared-prompt, the default) or RowByRow (--no-shared-prompt, and always under gradient checkpointing,
+    --shared-prompt, the default) or chunked.RowByRow (--no-shared-prompt, and always under gradient checkpointing,
     which drops the cache the shared pass needs). Both give the same values and gradients."""
     if args.shared_prompt and shared_prompt.usable(policy):
         return shared_prompt.SharedPrompt(policy, r, args.micro_batch, clock, args.prompts_per_chunk,
                                           args.logprob_chunk)
-    return RowByRow(policy, r, args.micro_batch, args.logprob_chunk)
+    return chunked.RowByRow(policy, r, args.micro_batch, args.logprob_chunk)
 
 
 def all_logprobs(policy, r: rollout.Rollout, args) -> torch.Tensor:

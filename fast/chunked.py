@@ -54,3 +54,20 @@ def logprobs(policy, r, rows=slice(None), chunk: int = CHUNK) -> torch.Tensor:
     T = seqs.shape[1] - r.prompt_len
     h = last_hidden(policy, input_ids=seqs, attention_mask=attn, use_cache=False)  # [n, L, d]
     return head_logprobs(policy.get_output_embeddings(), h[:, -T - 1:-1], seqs[:, r.prompt_len:], chunk)  # [n, T]
+
+
+class RowByRow:
+    """update.role_backward's plain forward (--no-shared-prompt): micro-batches of --micro-batch rows, each
+    forwarded whole, prompt and completion (rollout.logprobs, with the LM head in pieces of --logprob-chunk
+    positions: logprobs above). The interface of shared_prompt.SharedPrompt: micro_batches(rows) -> row ids [n],
+    logprobs(ids, reference) -> [n, T] (reference: the caller has turned the adapters off)."""
+
+    def __init__(self, policy, r, micro_batch: int, logit_chunk: int = CHUNK):
+        self.policy, self.r, self.micro_batch, self.logit_chunk = policy, r, micro_batch, logit_chunk
+
+    def micro_batches(self, rows: list):
+        rows = list(rows)
+        return [torch.tensor(rows[k:k + self.micro_batch]) for k in range(0, len(rows), self.micro_batch)]
+
+    def logprobs(self, ids: torch.Tensor, reference: bool = False) -> torch.Tensor:
+        return logprobs(self.policy, self.r, ids, self.logit_chunk)  # rollout.logprobs, the LM head in pieces

@@ -1,6 +1,6 @@
 """The fast path of the loss pass: each group's prompt forwarded once for all its rows (--shared-prompt, on
 by default). The values and gradients are those of the row-by-row `rollout.logprobs` (tests/fast/test_shared_prompt.py
-checks it); a reader who wants the algorithm can skip this file: update.RowByRow is the plain path.
+checks it); a reader who wants the algorithm can skip this file: chunked.RowByRow is the plain path.
 
 The idea is PrefixGrouper's shared-prefix forward (2025). The n rows of a group share their prompt
 (rollout.Rollout.n), so rather than forwarding prompt + completion for each row:

@@ -10,7 +10,7 @@ import rollout
 import sandbox
 import train
 import update
-from fast import shared_prompt
+from fast import chunked, shared_prompt
 from infra import progress
 
 CHATS = [[{"role": "user", "content": "Write a function that adds two numbers."}],
@@ -375,7 +375,7 @@ def test_gradient_checkpointing_flag_recomputes_in_training_and_sampling_keeps_t
         policy.train()
         policy.set_adapter("coder")
         assert isinstance(update.scorer(policy, r, train.get_args(["--gradient-checkpointing"] if on else [])),
-                          update.RowByRow if on else shared_prompt.SharedPrompt)
+                          chunked.RowByRow if on else shared_prompt.SharedPrompt)
         layer = policy.base_model.model.model.layers[0].self_attn
         calls[on] = 0
         handle = layer.register_forward_hook(lambda *_: calls.__setitem__(on, calls[on] + 1))

@@ -56,7 +56,7 @@ def test_no_logits_tensor_in_the_loss_pass_exceeds_chunk_positions(tiny_policy, 
     try:
         args = train.get_args(["--beta", "0.04", "--micro-batch", "4", "--logprob-chunk", "4"]
                               + ([] if shared else ["--no-shared-prompt"]))
-        assert isinstance(update.scorer(tiny_policy, r, args), shared_prompt.SharedPrompt if shared else update.RowByRow)
+        assert isinstance(update.scorer(tiny_policy, r, args), shared_prompt.SharedPrompt if shared else chunked.RowByRow)
         loss, _ = update.role_backward(tiny_policy, "coder", r, torch.tensor([1.0, -0.5, 0.3, 0.8, -1.2, 0.4]),
                                        torch.ones(6, dtype=torch.bool), 16, args, progress.Clock("cpu"))
         pieces = len(seen)

@@ -1,5 +1,5 @@
 """The shared-prompt loss pass (fast/shared_prompt.py: update.role_backward's default forward) equals the
-row-by-row one (--no-shared-prompt: update.RowByRow, rollout.logprobs): the loss and every LoRA gradient,
+row-by-row one (--no-shared-prompt: chunked.RowByRow, rollout.logprobs): the loss and every LoRA gradient,
 fp32, for every --loss-type, with and without --beta; on a tiny random Qwen2 and once on the embedded
 SmolLM2-135M. `pytest -rP` prints each comparison's max differences."""
 import pytest
@@ -8,7 +8,7 @@ import torch
 import rollout
 import train
 import update
-from fast import shared_prompt
+from fast import chunked, shared_prompt
 from infra import progress
 
 CHATS = [[{"role": "user", "content": "Write a function that adds two numbers."}],
@@ -23,7 +23,7 @@ def shared_logprobs(policy, r, ids):
 def loss_and_grads(policy, r, adv, flags, shared: bool):
     """update.role_backward's loss and LoRA gradients, with the shared-prompt forward or the row-by-row one."""
     args = train.get_args(flags + ([] if shared else ["--no-shared-prompt"]))
-    assert isinstance(update.scorer(policy, r, args), shared_prompt.SharedPrompt if shared else update.RowByRow)
+    assert isinstance(update.scorer(policy, r, args), shared_prompt.SharedPrompt if shared else chunked.RowByRow)
     policy.zero_grad(set_to_none=True)
     loss, metrics = update.role_backward(policy, "coder", r, adv, torch.ones(len(adv), dtype=torch.bool), 16,
                                          args, progress.Clock("cpu"))
