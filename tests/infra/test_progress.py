@@ -7,7 +7,7 @@ from infra import progress
 
 
 def test_evaluations_counts_train_pys_evaluations():
-    """train.maybe_eval runs at step 0, every --eval-every steps and after the last: 8 steps every 10 -> 0, 8;
+    """train.evaluate runs at step 0, every --eval-every steps and after the last: 8 steps every 10 -> 0, 8;
     20 every 10 -> 0, 10, 20; 25 every 10 -> 0, 10, 20, 25; SFT only -> 0."""
     assert [progress.evaluations(s, e) for s, e in ((8, 10), (20, 10), (25, 10), (0, 10), (5, 0))] == [2, 3, 4, 1, 2]
 
