@@ -26,6 +26,9 @@ from infra import models
 from measure import cache
 
 torch.set_num_threads(1)
+# A shell without job control (a CI script, `cmd &`) starts its background commands with SIGINT ignored, and
+# Python keeps it so: put back the handler a terminal's Ctrl-C meets, so TINY_SIGNAL=N:INT reaches eval.py.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 tok = models.load_tokenizer(str(models.embedded_folder()))
 models.load_base = lambda *a, **k: (tiny_base(tok), tok)
 
