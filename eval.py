@@ -243,7 +243,7 @@ def run_systems(model, tok, problems, systems, ks, args, refs: list | None = Non
 
 def get_args(argv=None):
     """eval.py's flags (measure/harness.py builds and checks them; --modes takes the names of MODES and collab)."""
-    return harness.get_args(argv, MODES)
+    return harness.get_args(argv, MODES, {"n": release_eval.K, "temperature": release_eval.TEMPERATURE})
 
 
 def systems_to_run(model, args) -> tuple:

@@ -44,6 +44,7 @@ from baselines import BASELINES
 from infra import checkpoint, distributed, flags, interrupt, models, progress, trackers
 from infra.training_run import Health, TrainingError, TrainingRun
 from mapcoder import retriever
+from measure import report
 from release import sequential
 
 
@@ -174,7 +175,7 @@ def main(argv=None) -> Path:
         else:
             grpo_stage(run, log)
     if run.main_rank:
-        run.finish(log.rows)
+        run.finish(log.rows, report.plot_curves)
     distributed.cleanup()
     return run.dir
 

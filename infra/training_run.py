@@ -7,7 +7,7 @@ logs, its checkpoints, a Ctrl-C's safe stop, the checks that stop a run that can
     run.save(name)                              a checkpoint (every rank's RNG state in it)
     run.stopping(), run.stop_here(...)          a signal reached some rank: save, say how to resume, stop
     Health().check(run, step, metrics, samples) a TrainingError when the sandbox or the loss is broken
-    run.finish(rows)                            adapters/, the --profile table, curves.png, the summary line
+    run.finish(rows, report.plot_curves)        adapters/, the --profile table, curves.png, the summary line
 """
 import random
 import time
@@ -20,7 +20,6 @@ import data
 import sandbox
 from fast import fixed_decode
 from infra import checkpoint, distributed, interrupt, models, progress, trackers
-from measure import report
 from sandboxing import checkers
 
 
@@ -123,13 +122,14 @@ class TrainingRun:
         raise interrupt.Interrupted(signum, f"checkpoint after {where} saved in {self.dir / 'checkpoints'}",
                                     f"python train.py --resume {self.dir}")
 
-    def finish(self, rows: list) -> None:
+    def finish(self, rows: list, plot_curves) -> None:
         """Rank 0 at the end: the adapters (adapters/<role>/), the --profile table, curves.png and the
-        summary line. rows: the run's metrics lines (trackers.RunLog.rows)."""
+        summary line. rows: the run's metrics lines (trackers.RunLog.rows); plot_curves(run dirs, png) -> the
+        line to print (report.plot_curves, handed in by train.py: infra sits below measure/)."""
         checkpoint.save_adapters(self.policy, self.dir)
         if self.args.profile and rows:
             progress.print_profile(rows)
-        print(report.plot_curves([self.dir], self.dir / "curves.png"))
+        print(plot_curves([self.dir], self.dir / "curves.png"))
         print(progress.summary(self.dir, self.state["wall_s"] + time.perf_counter() - self.t_start))
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import data
 from infra import flags, models
 from measure import cache, report, stats
-from release import release_eval
 from sandboxing import checkers
 
 DESCRIPTION = "Evaluate systems on problem sets: pass@k, verdicts, efficiency of correct code, lengths, time."
@@ -137,9 +136,10 @@ def load_runs(model, runs: list, mode_of) -> tuple:
     return model, systems, against, siblings
 
 
-def get_args(argv, modes: dict):
+def get_args(argv, modes: dict, release_defaults: dict):
     """eval.py's flags, checked (a bad combination: argparse's one-line error, status 2); modes: {name: chain}
-    of --modes (eval.modes; collab besides). Adds args.ks (the k of pass@k) and fills --model (the runs' base)
+    of --modes (eval.modes; collab besides); release_defaults: the defaults --protocol release sets
+    ({n: K, temperature: T} of release/release_eval.py; flags given still win). Adds args.ks (the k of pass@k) and fills --model (the runs' base)
     and --cache (default_cache)."""
     ap = flags.Parser(prog="eval.py", description=DESCRIPTION, allow_abbrev=False,
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -200,7 +200,7 @@ def get_args(argv, modes: dict):
     a("--out", default=None, help="the JSON file to write, or an existing folder to write it into (named as by default); the folder with --compare (default under runs/)")
     args = ap.parse_args(argv)
     if args.protocol == "release":  # its K and temperature as defaults; flags given still win
-        ap.set_defaults(n=release_eval.K, temperature=release_eval.TEMPERATURE)
+        ap.set_defaults(**release_defaults)
         args = ap.parse_args(argv)
     args.ks = [int(k) for k in args.k.split(",")]
     args.modes = ["plan" if m == "planned" else m for m in args.modes.split(",")]

@@ -369,7 +369,7 @@ def test_eval_plumbing_sits_below_the_entry_script_and_hashes_all_its_code():
     assert len(open(ev.__file__).read().splitlines()) < 400 and len(open(harness.__file__).read().splitlines()) < 400
     assert ev.get_args(["--modes", "plan", "--no-cache"]).modes == ["plan"]
     with pytest.raises(SystemExit):
-        harness.get_args(["--modes", "plan", "--no-cache"], {"direct": "coder"})
+        harness.get_args(["--modes", "plan", "--no-cache"], {"direct": "coder"}, {})
     files = harness.code_files()
     assert harness.ROOT / "measure" / "scoring.py" in files and harness.ROOT / "eval.py" in files
     assert harness.ROOT / "sandboxing" / "judge.py" in files and not any(f.parent.name == "course" for f in files)
