@@ -190,7 +190,22 @@ LEARN_SFT ?= $(if $(LEARN_SMALL),--sft-steps 1 --sft-batch 1)
 LEARN_ARMS ?= core: coder:--roles\ coder release:--recipe\ release\ --steps\ $(LEARN_HALF)\ --coder-steps\ $(LEARN_HALF)
 LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data train,io_train --steps $(LEARN_STEPS) \
 	--eval-data '$(DEV)' --eval-every $(LEARN_EVERY) --save-every 7 --workers 1 $(LEARN_SIZES)
-.PHONY: learn curves
+# The final table of `make learn`: the SFT and every arm that finished (its last adapters) on HumanEval + MBPP's
+# test split (LEARN_SETS: 664 problems; the dev pool is not among them), greedy, each run in its own mode, the SFT
+# also in each arm's mode ('sft direct' beside the single agent); every (system, set) cached in $(LEARN)/cache, so a
+# stopped evaluation goes on where it was; then measure.paper's table with the paired tests (McNemar, pooled: each
+# arm against the SFT in its mode and against the arms before it) and the decontamination report: $(LEARN)/table.md.
+LEARN_MBPP = $(if $(MBPP),$(comma)mbpp:$(MBPP)@test$(if $(LEARN_SMALL),$(hash)2))
+LEARN_SETS ?= humaneval$(if $(LEARN_SMALL),$(hash)2)$(LEARN_MBPP)
+LEARN_EVAL ?= $(if $(LEARN_SMALL),--max-plan-tokens 8 --max-code-tokens 16 --workers 1,--batch-size 64)
+.PHONY: learn curves learn-table
+learn-table: $(VENV)/.installed
+	$(PY) -m measure.decontam --train train,io_train --eval '$(LEARN_SETS)' --out $(LEARN)/decontam.json
+	runs="sft=$(LEARN)/sft"; for arm in $(LEARN_ARMS); do name=$${arm%%:*}; \
+	  test -f $(LEARN)/$$name/adapters/coder/adapter_config.json && runs="$$runs $$name=$(LEARN)/$$name"; done; \
+	$(EVAL) $(MODEL_FLAG) --compare $$runs --modes direct --datasets '$(LEARN_SETS)' --cache $(LEARN)/cache \
+	  $(LEARN_EVAL) --out $(LEARN)/compare && \
+	$(PY) -m measure.paper $(LEARN)/compare/results.json --decontam $(LEARN)/decontam.json --out $(LEARN)/table.md
 learn: $(VENV)/.installed
 	mkdir -p $(LEARN)
 	$(call STAGE_WITH,$(TRAIN),$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data train$(comma)io_train --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))

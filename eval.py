@@ -11,7 +11,8 @@ debugger: MapCoder's chain) add a Retriever above the Planner and / or a Debugge
 program failing its visible test, up to --debug-rounds times (MODES; one tree builder, tree.py, as in
 training). Mode 'collab' is CollabCoder (baselines/collabcoder.py): prompted plan-code co-evolution, training-free. --compare evaluates base direct, base plan (and the base in any other mode a run is in) and
 each run in its own mode (plan for a Planner+Coder run, direct for a single-agent `--roles coder` run,
-mapcoder for the four-role chain, ...: mode_of) on every dataset, then
+mapcoder for the four-role chain, ...: mode_of), and a run the others started from (their --init) in their
+modes too (e.g. 'sft direct' beside a single-agent run: harness.load_runs), on every dataset, then
 measure/report.py writes results.json, results.md (the paper-style table) and curves.png.
 Each problem's reference solution (our records' `solution`, HumanEval's prompt + canonical solution,
 MBPP's `code`) runs once in the sandbox, for the normalised efficiency figures (measure/scoring.py, measure/efficiency.py). The
@@ -31,7 +32,6 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -251,17 +251,16 @@ def systems_to_run(model, args) -> tuple:
     [(name, {role: adapter} | None for the base, mode)], against {system: what it is tested against},
     siblings {system: runs from the same --init}, run_dirs {system: its run folder}). --compare: the base
     model in base_modes and each run in its own mode; --adapters: the base and the run in each mode asked."""
-    against, siblings, runs = {}, {}, []
+    against, siblings, runs, run_dirs = {}, {}, [], {}
     if args.compare or args.adapters:
-        model, runs, against, siblings = harness.load_runs(model, args.compare or [args.adapters], mode_of)
+        model, runs, against, siblings, run_dirs = harness.load_runs(model, args.compare or [args.adapters], mode_of)
         if args.adapters:  # one run, in every mode asked for
             runs = [(f"trained {m}", runs[0][1], m) for m in args.modes
                     if m in ("direct", "collab") or "planner" in runs[0][1]]
-            against = {s: [f"base {m}"] for s, _, m in runs}
+            against, run_dirs = {s: [f"base {m}"] for s, _, m in runs}, {}
     asked = base_modes([m for _, _, m in runs] + args.modes) + [m for m in args.modes if m not in MODES]  # + collab
     systems = [(f"base {m}", None, m) for m in (asked if args.compare else args.modes)] + runs
     present = {s for s, _, _ in systems}
-    run_dirs = {(n or Path(p).name): p for n, _, p in (c.rpartition("=") for c in args.compare or [])}
     run_dirs.update({s: args.adapters for s, _, _ in systems if args.adapters and s.startswith("trained ")})
     against = {s: [b for b in bs if b in present] for s, bs in against.items()}  # e.g. base plan not run
     return model, systems, against, siblings, run_dirs

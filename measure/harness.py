@@ -107,15 +107,19 @@ def run_dtype(args, device: str) -> str:
 
 
 def load_runs(model, runs: list, mode_of) -> tuple:
-    """Attach each run's adapters (names '<i>_<role>') to one base; returns (model, systems, against, siblings),
-    a system (name, {role: adapter name}, mode): mode_of(its config's roles) (eval.mode_of).
+    """Attach each run's adapters (names '<i>_<role>') to one base; returns (model, systems, against, siblings,
+    dirs), a system (name, {role: adapter name}, mode): mode_of(its config's roles) (eval.mode_of).
 
+    A run that others of the list started from (their config's --init) also gets a row '<name> <mode>' in each
+    of their modes its adapters cover (e.g. 'sft direct': the SFT's Coder alone, beside a single-agent run from
+    it), so that every run is tested against its start in its own mode.
     against: {run system name: [names of the systems it is tested against]}: the base model in the same
-    mode, and the run it started from (its config's --init) when that run is compared too.
+    mode, and the run it started from (its config's --init) in that mode when that run is compared too.
     siblings: {run system name: [earlier runs of the list with the same --init]}: e.g. single-agent vs
     collaborative GRPO from one SFT (`make experiment`), tested against each other too.
+    dirs: {system name: its run folder} (an extra row: its run's).
     """
-    systems, inits, paths = [], {}, {}
+    systems, inits, paths, dirs = [], {}, {}, {}
     for i, spec in enumerate(runs):
         name, _, path = spec.rpartition("=")
         path = Path(path)
@@ -129,11 +133,26 @@ def load_runs(model, runs: list, mode_of) -> tuple:
         mode = mode_of(roles)
         systems.append((name or path.name, {r: f"{i}_{r}" for r in trained}, mode))
         paths[path.resolve()] = systems[-1][0]
+        dirs[systems[-1][0]] = str(path)
         inits[systems[-1][0]] = Path(cfg["init"]).resolve() if cfg.get("init") else None
-    against = {s: [f"base {m}"] + ([paths[inits[s]]] if inits[s] in paths else []) for s, _, m in systems}
     names = [s for s, _, _ in systems]
     siblings = {s: [o for o in names[:i] if inits[s] is not None and inits[o] == inits[s]] for i, s in enumerate(names)}
-    return model, systems, against, siblings
+    against, own = {}, {s: (a, m) for s, a, m in systems}
+    for s, adapters, m in list(systems):
+        start = paths.get(inits[s])
+        against[s] = [f"base {m}"]
+        if start is None:
+            continue
+        start_adapters, start_mode = own[start]
+        if m != start_mode and set(adapters) <= set(start_adapters):  # the start in this run's mode
+            extra = f"{start} {m}"
+            if extra not in dirs:
+                systems.insert(names.index(start) + 1, (extra, {r: start_adapters[r] for r in adapters}, m))
+                names = [x for x, _, _ in systems]
+                dirs[extra], against[extra] = dirs[start], [f"base {m}"]
+            start = extra
+        against[s].append(start)
+    return model, systems, against, siblings, dirs
 
 
 def get_args(argv, modes: dict, release_defaults: dict):

@@ -2,9 +2,10 @@
 
     python -m measure.paper runs/paper/compare/results.json --decontam runs/paper/decontam.json --out runs/paper/table.md
 
-Rows in the paper's order (ORDER: base model direct and with plans; SFT; the RL-based baselines PPOCoder,
-StepCoder, CodeDPO and single-agent GRPO; the multi-agent prompting baselines MapCoder and CollabCoder; CoRe-Code
-and CoRe-Code with the efficiency reward); a system the results do not hold is listed as "not run".
+Rows in the paper's order (ORDER: base model direct and with plans; SFT direct and with plans; the RL-based
+baselines PPOCoder, StepCoder, CodeDPO and single-agent GRPO; the multi-agent prompting baselines MapCoder and
+CollabCoder; CoRe-Code, CoRe-Code with the efficiency reward and CoRe-Code as its authors released it (`make
+learn-table`)); a system the results do not hold is listed as "not run".
 One block per benchmark, columns:
     pass@1       greedy, percent of the problems the system saw, with its 95 % interval
                  (stats.bootstrap_ci: percentile bootstrap over problems)
@@ -14,8 +15,10 @@ One block per benchmark, columns:
                  (efficiency.summary), the systems that saw a seeded subset left out of it (their NET / NMU: –);
                  from each program's cost measured outside its run (sandboxing/cost.py), never its own figures
     calls, tokens  model calls and generated tokens per problem (eval.tree_costs)
-and the training steps each run made in its budget (its metrics.jsonl). With more than one benchmark, one more block
-pools them (pooled: every problem of every set once, the paired test over all of them). The header states the date, the
+With more than one benchmark, one more block pools them (pooled: every problem of every set once, the paired test
+over all of them). Then the paired tests eval.py asked for (pairs: each run against the base model and its start in
+its own mode, and against the runs from the same start listed before it; pooled when there is more than one
+benchmark) and the training steps each run made in its budget (its metrics.jsonl). The header states the date, the
 machine (CPU model, cores), the load, the decontamination report and which systems saw which problems.
 """
 import argparse
@@ -26,13 +29,14 @@ import data
 from measure import decontam, efficiency, report, stats
 
 REFERENCE = "core"  # CoRe-Code: every row is tested against it
-ORDER = [("base direct", "base model, direct"), ("base plan", "base model, Planner -> Coder"), ("sft", "SFT"),
+ORDER = [("base direct", "base model, direct"), ("base plan", "base model, Planner -> Coder"),
+         ("sft direct", "SFT, direct"), ("sft", "SFT, Planner -> Coder"),
          ("ppocoder", "PPOCoder"), ("stepcoder", "StepCoder"), ("codedpo", "CodeDPO"),
          ("coder", "single-agent GRPO"), ("base mapcoder", "MapCoder"), ("base collab", "CollabCoder"),
-         ("core", "CoRe-Code"), ("core_eff", "CoRe-Code + efficiency reward")]
-GROUPS = {"base direct": "base", "base plan": "base", "sft": "SFT", "ppocoder": "RL-based", "stepcoder": "RL-based",
-          "codedpo": "RL-based", "coder": "RL-based", "base mapcoder": "multi-agent", "base collab": "multi-agent",
-          "core": "ours", "core_eff": "ours"}
+         ("core", "CoRe-Code"), ("core_eff", "CoRe-Code + efficiency reward"), ("release", "CoRe-Code as released")]
+GROUPS = {"base direct": "base", "base plan": "base", "sft direct": "SFT", "sft": "SFT", "ppocoder": "RL-based",
+          "stepcoder": "RL-based", "codedpo": "RL-based", "coder": "RL-based", "base mapcoder": "multi-agent",
+          "base collab": "multi-agent", "core": "ours", "core_eff": "ours", "release": "authors' recipe"}
 
 
 def step_lines(run_dir) -> list | None:
@@ -117,6 +121,23 @@ def block(rows: dict, title: str, names: list) -> list[str]:
     return out
 
 
+def pairs(rows: dict, systems: list, title: str) -> list[str]:
+    """The paired tests eval.py asked for, as Markdown lines under title: each system B against every system A it
+    is tested against (its results' 'against': the base model and its start in B's mode; 'siblings': the runs
+    listed before it from the same start), McNemar's exact test on the problems both saw (stats.paired_test)."""
+    head = ["B", "A", "problems", "only A", "only B", "B - A, points", "p"]
+    out = [f"**Paired tests, {title}** (McNemar's exact test, * : p < {stats.ALPHA})\n",
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in systems:
+        for ref in s.get("against", []) + s.get("siblings", []):
+            if s["name"] in rows and ref in rows:
+                a, b = report._aligned(rows, ref, s["name"], 1)
+                t = stats.paired_test(a, b)
+                out.append(f"| {label(s['name'])} | {label(ref)} | {len(a)} | {t.get('b', '–')} | {t.get('c', '–')} | "
+                           f"{100 * t['diff']:+.1f} | {t['p']:.3g}{' *' if t['significant'] else ''} |")
+    return out if len(out) > 3 else []
+
+
 def label(system: str) -> str:
     return dict(ORDER).get(system, system)
 
@@ -150,6 +171,9 @@ def markdown(results: dict, decontam_report: dict | None = None) -> str:
     if both:
         lines += ["", *block(both, "all sets pooled: " + " + ".join(f"{data.label(d)} ({sizes[d]})" for d in datasets)
                              + "; every problem counts once", names)]
+    tested = pairs(both or results["results"][datasets[0]], results["systems"],
+                   "all sets pooled" if both else data.label(datasets[0]))
+    lines += ["", *tested] if tested else []
     lines += ["", f"pass@1 % by benchmark (* : p < {stats.ALPHA} against {label(REFERENCE)}, McNemar's exact test):\n",
               "| system | " + " | ".join(data.label(d) for d in datasets) + (" | pooled" if both else "")
               + " | training steps |", "|" + "---|" * (len(datasets) + 2 + bool(both))]

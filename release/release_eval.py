@@ -82,7 +82,7 @@ def main(args, subset, load_runs, sample_as) -> dict:
                                   else args.quant, dtype=args.dtype)
     systems = [("base plan", None)]
     if args.adapters:
-        model, runs, _, _ = load_runs(model, [args.adapters])
+        model, runs, _, _, _ = load_runs(model, [args.adapters])
         systems.append(("trained plan", runs[0][1]))
     model.eval()
     out = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {device}", "model": args.model,

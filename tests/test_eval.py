@@ -206,8 +206,9 @@ def test_old_results_without_per_test_timing_still_render():
 
 def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path):
     """sft (no --init), core and coder (both --init sft): core vs base plan and sft; coder (single agent,
-    direct mode) vs base direct and sft; an --init outside the comparison adds nothing.
-    Catches: a run compared with the base of the other mode, the --init link lost or pointing at itself."""
+    direct mode) vs base direct and the SFT's Coder alone ('sft direct', a row of its own); an --init outside
+    the comparison adds nothing. Catches: a run compared with the base of the other mode or with its start in
+    another mode, the --init link lost or pointing at itself."""
     import json
 
     import eval as ev
@@ -222,11 +223,15 @@ def test_each_run_is_tested_against_its_base_and_its_init(monkeypatch, tmp_path)
     for name, cfg in cfgs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(cfg))
-    _, systems, against, siblings = harness.load_runs(None, [f"{n}={tmp_path / n}" for n in cfgs], ev.mode_of)
-    assert [(s, m) for s, _, m in systems] == [("sft", "plan"), ("core", "plan"), ("coder", "direct"), ("other", "direct")]
-    assert against == {"sft": ["base plan"], "core": ["base plan", "sft"], "coder": ["base direct", "sft"],
-                       "other": ["base direct"]}
+    _, systems, against, siblings, dirs = harness.load_runs(None, [f"{n}={tmp_path / n}" for n in cfgs], ev.mode_of)
+    assert systems == [("sft", {"planner": "0_planner", "coder": "0_coder"}, "plan"),
+                       ("sft direct", {"coder": "0_coder"}, "direct"),  # the SFT's Coder alone, for coder
+                       ("core", {"planner": "1_planner", "coder": "1_coder"}, "plan"),
+                       ("coder", {"coder": "2_coder"}, "direct"), ("other", {"coder": "3_coder"}, "direct")]
+    assert against == {"sft": ["base plan"], "sft direct": ["base direct"], "core": ["base plan", "sft"],
+                       "coder": ["base direct", "sft direct"], "other": ["base direct"]}
     assert siblings == {"sft": [], "core": [], "coder": ["core"], "other": []}  # same --init, listed earlier
+    assert dirs == {n: str(tmp_path / n) for n in cfgs} | {"sft direct": str(tmp_path / "sft")}
 
 
 def test_compare_adds_the_base_in_each_run_mode():

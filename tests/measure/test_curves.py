@@ -59,7 +59,8 @@ def test_no_run_with_steps_is_one_line(tmp_path):
 def test_make_learn_small_mode_end_to_end(tmp_path):
     """`make learn LEARN_SMALL=1` on the tiny model: one SFT, three arms of 2 steps (the release's: 1 step of its
     Planner, then 1 of its Coder) evaluated at steps 0, 1, 2 on 3 dev problems, then curves.md with every point;
-    a rerun trains nothing (each arm is done)."""
+    a rerun trains nothing (each arm is done); `make learn-table` gives every arm and the SFT in both modes on
+    2 HumanEval problems, with the paired tests (the release arm against core, its sibling from the same SFT)."""
     tiny = f"{sys.executable} tests/tiny_model.py"
     cmd = ["make", "-s", "learn", "LEARN_SMALL=1", f"LEARN={tmp_path / 'learn'}", f"PY={sys.executable}",
            f"TRAIN={tiny} train.py", "VENV=" + str(tmp_path / "venv")]
@@ -74,3 +75,12 @@ def test_make_learn_small_mode_end_to_end(tmp_path):
     steps = (tmp_path / "learn" / "core" / "metrics.jsonl").read_text()
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert again.returncode == 0 and (tmp_path / "learn" / "core" / "metrics.jsonl").read_text() == steps
+    # the final table: the SFT in both modes, the three arms, the paired tests (tiny sizes: 2 HumanEval problems)
+    table = subprocess.run([*cmd[:2], "learn-table", *cmd[3:], f"EVAL={tiny} eval.py", "MBPP="], cwd=ROOT,
+                           capture_output=True, text=True, env=env, timeout=600)  # MBPP=: HumanEval alone
+    assert table.returncode == 0, table.stdout[-3000:] + table.stderr[-3000:]
+    md = (tmp_path / "learn" / "table.md").read_text()
+    for name in ("SFT, direct", "SFT, Planner -> Coder", "single-agent GRPO", "CoRe-Code", "CoRe-Code as released"):
+        assert f"| {name} | " in md and f"| {name} | not run |" not in md
+    assert "**Paired tests, humaneval#2** (McNemar's exact test, * : p < 0.05)" in md
+    assert "| single-agent GRPO | SFT, direct | 2 |" in md and "| CoRe-Code as released | CoRe-Code | 2 |" in md

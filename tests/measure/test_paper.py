@@ -149,12 +149,13 @@ def test_paper_table_order_paired_test_and_steps(tmp_path):
     md = paper.markdown(results)
     lines = md.splitlines()
     start = lines.index(next(ln for ln in lines if ln.startswith("| group"))) + 2  # the val block, past its head
-    order = [ln.split("|")[2].strip() for ln in lines[start:start + 11]]
-    assert order == ["base model, direct", "base model, Planner -> Coder", "SFT", "PPOCoder", "StepCoder", "CodeDPO",
-                         "single-agent GRPO", "MapCoder", "CollabCoder", "CoRe-Code", "CoRe-Code + efficiency reward"]
+    order = [ln.split("|")[2].strip() for ln in lines[start:start + 13]]
+    assert order == ["base model, direct", "base model, Planner -> Coder", "SFT, direct", "SFT, Planner -> Coder",
+                     "PPOCoder", "StepCoder", "CodeDPO", "single-agent GRPO", "MapCoder", "CollabCoder", "CoRe-Code",
+                     "CoRe-Code + efficiency reward", "CoRe-Code as released"]
     base = next(ln for ln in lines if ln.startswith("| base | base model, direct"))
     assert " | 10.0 | " in base and " | 20 | -40.0, p = 0.00781 * | " in base and base.endswith(" | 1.0 | 10 |")
-    sft = next(ln for ln in lines if ln.startswith("| SFT | SFT"))
+    sft = next(ln for ln in lines if ln.startswith("| SFT | SFT, Planner -> Coder"))
     assert " | 45.0 | " in sft and "-5.0, p = 1 |" in sft
     assert "| CoRe-Code | 50.0 | 2 |" in md and "| base model, direct | 10.0 * | – |" in md
     assert "AMD EPYC, 2 cores" in lines[0] and "load (1-min average) 1.5" in lines[0]
@@ -181,7 +182,8 @@ def test_make_paper_small_mode_end_to_end(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     table = (tmp_path / "paper" / "table.md").read_text()
     assert "**0 near-duplicate pairs**" in table and "mbpp@test#2" in table
-    for name in ("base model, direct", "SFT", "single-agent GRPO", "MapCoder", "CoRe-Code"):
+    for name in ("base model, direct", "SFT, Planner -> Coder", "SFT, direct", "single-agent GRPO", "MapCoder",
+                 "CoRe-Code"):
         assert f"| {name} | " in table
     res = json.loads((tmp_path / "paper" / "compare" / "results.json").read_text())
     assert len(res["results"]) == 2 and all(len(r["base direct"]["problems"]) == 2 for r in res["results"].values())
@@ -216,7 +218,26 @@ def test_pooled_block_counts_every_problem_once_and_pairs_within_a_set():
     pooled_base = [ln for ln in md.splitlines() if ln.startswith("| base | base model, direct")][-1]
     assert " | 20.0 | " in pooled_base and " | 25 | -24.0, p = 0.146 | " in pooled_base
     assert "| system | val | io_val | pooled | training steps |" in md
-    assert "| SFT | 100.0 * | not run | not run | – |" in md and "| CoRe-Code | 50.0 | 20.0 | 44.0 | – |" in md
+    assert "| SFT, Planner -> Coder | 100.0 * | not run | not run | – |" in md and "| CoRe-Code | 50.0 | 20.0 | 44.0 | – |" in md
+
+
+def test_paired_tests_pooled_each_run_against_its_start_in_its_own_mode_and_its_siblings():
+    """Two sets of 4 and 2 problems, pooled (6). coder solves 1 1 0 0 | 1 0, its start 'sft direct' 1 0 0 0 | 0 0:
+    only B 2, only A 0, +33.3 points, McNemar p = 2 / 2^2 = 0.5; core 1 1 1 1 | 1 1 against sft (plan) 0 0 0 0 | 0 0:
+    only B 6, p = 2 / 2^6 = 0.03125 (significant); core against its sibling coder: only core 3, p = 2 / 2^3 = 0.25.
+    Catches: the tests of one set only, a run tested against its start in the other mode, a sibling pair lost."""
+    val = {"coder": _row([1, 1, 0, 0]), "sft direct": _row([1, 0, 0, 0]), "sft": _row([0] * 4), "core": _row([1] * 4)}
+    io = {"coder": _row([1, 0]), "sft direct": _row([0, 0]), "sft": _row([0, 0]), "core": _row([1, 1])}
+    results = {"date": "d", "cpu": "c", "model": "m", "temperature": 0.0, "sandbox": {"mode": "root"}, "ks": [1],
+               "n": 1, "results": {"val": val, "io_val": io}, "set_sizes": {"val": 4, "io_val": 2},
+               "systems": [{"name": "sft", "mode": "plan"}, {"name": "sft direct", "mode": "direct"},
+                           {"name": "coder", "mode": "direct", "against": ["sft direct"]},
+                           {"name": "core", "mode": "plan", "against": ["sft"], "siblings": ["coder"]}]}
+    lines = paper.markdown(results).splitlines()
+    start = lines.index("**Paired tests, all sets pooled** (McNemar's exact test, * : p < 0.05)")
+    assert lines[start + 4:start + 7] == ["| single-agent GRPO | SFT, direct | 6 | 0 | 2 | +33.3 | 0.5 |",
+                                          "| CoRe-Code | SFT, Planner -> Coder | 6 | 0 | 6 | +100.0 | 0.0312 * |",
+                                          "| CoRe-Code | single-agent GRPO | 6 | 0 | 3 | +50.0 | 0.25 |"]
 
 
 def test_paper_training_table_and_collab_fallbacks(tmp_path):
