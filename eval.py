@@ -81,6 +81,26 @@ def sample_as(model, tok, adapters: dict | None, role: str | None, chats: list, 
         return rollout.sample(model, tok, chats, n, max_tokens, temperature, stop=stop)
 
 
+def batch_plan(lengths: list, max_rows: int, max_tokens: int) -> list[list[int]]:
+    """Consecutive batches of the positions 0..len(lengths)-1: each at most max_rows rows and at most max_tokens
+    prompt tokens with its padding (rows x its longest prompt, every row is left-padded to it), so one long
+    prompt does not pad a whole batch to its length (MBPP's test split has one of 1,739 tokens; the next is 200);
+    a prompt longer than max_tokens gets a batch of its own. Our choice.
+
+    >>> batch_plan([10, 10, 10, 50, 200], 4, 100)
+    [[0, 1, 2], [3], [4]]
+    """
+    out, longest = [], 0
+    for i, n in enumerate(lengths):
+        if out and len(out[-1]) < max_rows and (len(out[-1]) + 1) * max(longest, n) <= max_tokens:
+            out[-1].append(i)
+            longest = max(longest, n)
+        else:
+            out.append([i])
+            longest = n
+    return out
+
+
 def generate_programs(model, tok, problems, mode, args, adapters: dict | None, costs: list | None = None,
                       batches: cache.Batches | None = None) -> tuple[list, dict]:
     """n programs per problem for a mode of MODES, through the one rollout tree (tree.build).
@@ -113,15 +133,17 @@ def generate_programs(model, tok, problems, mode, args, adapters: dict | None, c
 
     # Batches of problems with prompts of similar length in tokens (by default): less left padding in every
     # forward (MBPP's test split at 32 a batch: 1.57x the real prompt tokens instead of 2.19x in the set's
-    # order). Greedy decoding of a row does not depend on the rows beside it (up to float rounding), so this
-    # only changes the speed; the programs go back into the problems' order below.
+    # order), each within --batch-tokens of padded prompt (batch_plan). Greedy decoding of a row does not depend
+    # on the rows beside it (up to float rounding), so this only changes the speed; the programs go back into
+    # the problems' order below.
     size = (lambda p: len(tok(p.prompt, add_special_tokens=False).input_ids)) if tok is not None else (lambda p: len(p.prompt))
-    order = sorted(range(len(problems)), key=lambda i: size(problems[i])) \
+    lengths = [size(p) for p in problems]
+    order = sorted(range(len(problems)), key=lambda i: lengths[i]) \
         if args.batch_order == "length" else list(range(len(problems)))
     programs, calls, toks = {}, {}, {}
     with tqdm(total=len(problems), desc=f"eval {mode}", unit="problem", dynamic_ncols=True) as bar:  # with its ETA
-        for s in range(0, len(problems), args.batch_size):
-            batch = order[s:s + args.batch_size]
+        for at in batch_plan([lengths[i] for i in order], args.batch_size, args.batch_tokens):
+            batch = [order[j] for j in at]
             ids = [problems[i].task_id for i in batch]
             done = batches.get(ids) if batches else None
             if done is None:
@@ -165,6 +187,7 @@ class Settings:
     batch_size: int = 16  # problems per generation batch
     debug_rounds: int = 3  # repairs of a program failing its visible test (modes with a Debugger)
     batch_order: str = "length"  # batches of similar prompt length ("given": the set's order)
+    batch_tokens: int = 8192  # prompt tokens of a batch with its padding, at most (batch_plan)
 
 
 def held_out(policy, tok, problems, chain, settings: Settings) -> dict:

@@ -189,6 +189,8 @@ def get_args(argv, modes: dict, release_defaults: dict):
     a("--max-plan-tokens", type=int, default=48, help="as in training")
     a("--max-code-tokens", type=int, default=256, help="token budget of a program")
     a("--batch-size", type=int, default=32, help="problems per generate call")
+    a("--batch-tokens", type=int, default=8192, help="prompt tokens of a generate call with its padding (rows x "
+      "its longest prompt), at most: a long prompt gets a smaller batch (a longer one, a batch of its own)")
     a("--batch-order", default="length", choices=["length", "given"],
       help="length: batch problems of similar prompt length together (less padding); given: the set's order")
     a("--limit", type=int, default=None, help="only the first N problems of each dataset")

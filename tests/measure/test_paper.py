@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _args(**kw):
     return types.SimpleNamespace(**{**dict(batch_size=2, n=1, max_plan_tokens=8, max_code_tokens=8, temperature=0.0,
                                            sandbox_timeout=1.0, workers=1, multi_sample=None, cache=None, model="m",
-                                           batch_order="length", debug_rounds=3, cached_only=False), **kw})
+                                           batch_order="length", batch_tokens=8192, debug_rounds=3,
+                                           cached_only=False), **kw})
 
 
 def test_batches_by_prompt_length_programs_in_the_sets_order(monkeypatch):
@@ -47,6 +48,20 @@ def test_batches_by_prompt_length_programs_in_the_sets_order(monkeypatch):
     costs = []
     ev.generate_programs(None, None, probs, "plan", _args(batch_order="length"), None, costs)
     assert costs == [(2, 6)] * 3  # one plan and one program of 3 tokens each
+    seen.clear()  # prompts of 11, 21, 31 characters within 40 padded: 2 x 21 = 42 > 40, so each alone
+    ev.generate_programs(None, None, probs, "direct", _args(batch_tokens=40), None)
+    assert seen == [["f1"], ["f2"], ["f0"]]
+
+
+def test_batch_plan_keeps_a_long_prompt_from_padding_a_whole_batch():
+    """Rows cap and padded-token cap (rows x longest prompt): lengths 10 10 10 10 | 50 | 200 at 4 rows and 100
+    tokens: the first four fit (4 x 10 = 40), 50 joins nothing (it would start a 5th row; alone 50), 200 > 100 alone;
+    MBPP's test split's tail (the 52 longest at 200 tokens or less and one of 1,739) at 64 rows and 8,192: 40 rows
+    of 200 = 8,000, then 12, then the long one alone."""
+    assert ev.batch_plan([10, 10, 10, 10, 50, 200], 4, 100) == [[0, 1, 2, 3], [4], [5]]
+    assert ev.batch_plan([10, 50, 50], 4, 100) == [[0, 1], [2]]  # 3 x 50 = 150 > 100
+    assert [len(b) for b in ev.batch_plan([200] * 52 + [1739], 64, 8192)] == [40, 12, 1]
+    assert ev.batch_plan([], 4, 100) == []
 
 
 def test_subset_is_seeded_fixed_and_nested():
