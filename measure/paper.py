@@ -205,7 +205,7 @@ def markdown(results: dict, decontam_report: dict | None = None) -> str:
                      "(a tie, or a scoring reply that did not parse): " + ", ".join(
                          f"{data.label(d)} {r['fallback_rate']:.0%}" if r.get("fallback_rate") is not None
                          else f"{data.label(d)} no decision" for d, r in collab) + ".")
-    lines.append(f"\nTraining steps: those each run made within its wall-time budget (its metrics.jsonl), "
+    lines.append(f"\nTraining steps: those each run made (its metrics.jsonl: within its wall-time budget in `make paper`), "
                  f"from the same SFT. Evaluation took {results.get('wall_s', 0) / 60:.0f} min "
                  "(systems read back from the cache count their first computation's time in their rows only).")
     return "\n".join(lines)
