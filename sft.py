@@ -22,13 +22,15 @@ from fast import cpu_linear
 from infra import progress
 
 
-def pairs(problems, role: str, chain) -> list[tuple[list, str]]:
+def pairs(problems, role: str, chain, coder_prompts: str = "chain") -> list[tuple[list, str]]:
     """The (chat, target) pairs of one role's SFT, from the problems with a reference plan and solution.
 
     The prompt is the role's own (roles.ROLES[role].messages) with the upstream its SFT wants: the
     reference plan for the Coder of a chain with a Planner (none for --roles coder, the single agent),
     nothing for the Planner (no examples), and for the Debugger debugger.sft_upstream: a mutant of the
     reference that fails its visible test, with that feedback (sandbox runs; problems without one are left out).
+    coder_prompts (--sft-coder-prompts): "chain" as just said; "both": the Coder gets each problem twice, with
+    the reference plan and without any (so one SFT starts a planned chain and the single agent alike: our choice).
     """
     r = roles.ROLES[role]
     out = []
@@ -40,6 +42,8 @@ def pairs(problems, role: str, chain) -> list[tuple[list, str]]:
         target = r.sft_target(p) if up is not None else None
         if target is not None:
             out.append((r.messages(p, up), target))
+            if role == "coder" and coder_prompts == "both" and up.get("plan") is not None:
+                out.append((r.messages(p, {"plan": None}), target))  # the same target, asked directly
     return out
 
 
@@ -87,7 +91,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
     back to the system (cpu_linear.release_memory), so the next stage starts from the model's footprint.
     Raises ValueError (one line) when the role has no pair in `problems`.
     """
-    pool = pairs(problems, role, args.roles)
+    pool = pairs(problems, role, args.roles, getattr(args, "sft_coder_prompts", "chain"))
     if not pool:
         raise ValueError(f"no SFT pair for the {role} in the training problems (they need a plan and a solution)")
     policy.set_adapter(role)

@@ -172,6 +172,9 @@ def get_args(argv, baselines: dict):
     a("--init", default=None, help="start from the adapters of an earlier run folder")
     a("--sft-steps", type=int, default=10, help="cold-start SFT steps per role before GRPO (0: none; chosen by held-out pass@1)")
     a("--sft-batch", type=int, default=8, help="pairs per cold-start SFT step")
+    a("--sft-coder-prompts", default="chain", choices=["chain", "both"],
+      help="the Coder's SFT prompts: chain (with the reference plan when the chain has a Planner, else without) | "
+           "both (each problem with the plan and without: one SFT for CoRe-Code and the single agent; sft.pairs)")
     a("--sft-lr", type=float, default=2e-4, help="AdamW learning rate of the SFT stage")
     a("--sft-products", default="float32", choices=["float32", "bfloat16", "auto"],
       help="CPU, float32 model: the SFT stage's frozen products in bfloat16 (cpu_linear.bf16_products: 0.70x the "
