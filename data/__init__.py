@@ -144,9 +144,9 @@ def unknown_name(name: str) -> str:
     """
     import difflib
 
-    sets = [*OUR_SETS, "humaneval"]
-    prefixes = [f"{p}:" for p in ("synth", "mbpp", *benchmarks.LOADERS)]
-    close = difflib.get_close_matches(name.partition(":")[0], sets + [p[:-1] for p in prefixes], n=1)
+    sets = [*OUR_SETS, "humaneval", "synth:train", "synth:dev", "synth:test"]
+    prefixes = [f"{p}:" for p in ("mbpp", *benchmarks.LOADERS)]
+    close = difflib.get_close_matches(name.partition(":")[0], sets + ["synth"] + [p[:-1] for p in prefixes], n=1)
     hint = "" if not close else f" (did you mean {close[0] + (':' if close[0] not in sets else '')}?)"
     return (f"unknown dataset {name!r}{hint}: use {', '.join(sets)}, a .jsonl file, or "
             f"{', '.join(prefixes)} followed by a file or hub id")

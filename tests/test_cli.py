@@ -207,7 +207,7 @@ def test_names_a_user_mistypes_get_one_line_that_points_the_right_way(tmp_path, 
     p = run("eval.py", "--dataset", "humaneva", "--out", str(tmp_path))
     assert p.returncode == 1 and p.stderr == (
         "error: unknown dataset 'humaneva' (did you mean humaneval?): use train, val, io_train, io_val, humaneval, "
-        "a .jsonl file, or mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces:, genverse: followed by a file "
+        "synth:train, synth:dev, synth:test, a .jsonl file, or mbpp:, code_contests:, apps:, taco:, livecodebench:, codeforces:, genverse: followed by a file "
         "or hub id\n"), p.stderr
     with pytest.raises(data.DataError) as e:
         data.load("mbpp:/nonexistent.jsonl")

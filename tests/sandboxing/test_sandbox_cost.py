@@ -19,7 +19,10 @@ import sandbox
 from measure import efficiency
 from sandboxing import cost, forgers
 
-TOLERANCE = 0.85  # equal work: a forger's cost is at least this share of the honest one's (spread: 0.95-1.06)
+# Equal work: a forger's cost is at least this share of the honest one's. One program's cost spreads from 0.058 to
+# 0.097 s between runs on a 2-core Intel Xeon (2026-12-06), so each side is the least of 3 runs taken in turn
+# (0.96-1.05x apart there); a figure read in the program's process would be below 0.01x.
+TOLERANCE = 0.7
 
 
 def test_outside_takes_the_larger_cpu_and_the_cgroup_peak():
@@ -64,20 +67,27 @@ def median_cost(program, tests, field="cost_s", runs=3):
     return statistics.median(efficiency.program_cost(r)[field == "cost_mb"] for r in results), results
 
 
-@pytest.fixture(scope="module")
-def honest():
-    return median_cost(forgers.PROGRAMS["honest"], forgers.TESTS)
+def paired_costs(name, runs=3):
+    """The honest program and forger `name`, run in turn `runs` times each (so a change in the machine's load
+    falls on both): ((honest least cost_s, its results), (forger least cost_s, its results)). The least, not
+    the median: load only adds to a run's CPU time, and a run's cost here has two modes ~1.5x apart."""
+    pairs = [(sandbox.run_program(forgers.PROGRAMS["honest"], forgers.TESTS, cost=True),
+              sandbox.run_program(forgers.PROGRAMS[name], forgers.TESTS, cost=True)) for _ in range(runs)]
+    out = []
+    for results in zip(*pairs):
+        assert all(r.verdict == "passed" for r in results), [(r.verdict, r.detail) for r in results]
+        out.append((min(efficiency.program_cost(r)[0] for r in results), list(results)))
+    return out
 
 
 @pytest.mark.parametrize("name", ["import time", "clock patch", "report"])
-def test_no_forger_is_cheaper_than_the_honest_program(name, honest):
+def test_no_forger_is_cheaper_than_the_honest_program(name):
     """Each forger does the honest program's work (5 loops of 200-240 thousand steps) and passes: its cost
-    from outside is the honest one's within the spread (>= 0.85x; measured 0.95-1.06x), so its NET against
+    from outside is the honest one's within the spread (>= 0.7x; measured 0.96-1.05x), so its NET against
     the honest program is no lower and its bonus (lambda = 1, the honest program as the reference) no higher
     beyond that spread, in both forms. Catches: any ranking figure read from the program's process -- there
     the import-time forger claims ~0.2 ms and the report forger 0 ms against the honest ~46 ms."""
-    honest_s, honest_runs = honest
-    forged_s, forged_runs = median_cost(forgers.PROGRAMS[name], forgers.TESTS)
+    (honest_s, honest_runs), (forged_s, forged_runs) = paired_costs(name)
     assert honest_s > 0.02, honest_s  # the work is measured at all
     assert forged_s >= TOLERANCE * honest_s, (name, forged_s, honest_s)
     net = efficiency.ratio(forged_s, honest_s, efficiency.ET_FLOOR_S)
@@ -159,13 +169,14 @@ def ordinary_user():
 def test_cost_as_an_ordinary_user(ordinary_user):
     """The ordinary user's way (tests/sandboxing/sandbox_as_user.py as an unprivileged uid: a user namespace, no cgroup,
     the watchdog): the 200 MiB program costs >= 150 MiB more than the light one (measured 188.8: the largest
-    process's peak less the empty program's), the honest loop >= 20 ms and the import-time forger >= 0.85x
+    process's peak less the empty program's), the honest loop >= 20 ms and the import-time forger >= 0.7x
     of it. Catches: a measure that needs a cgroup or root."""
     cases = [[name, program, tests, {"cost": True}] for name, program, tests in (
         ("light", forgers.LIGHT, forgers.G_TESTS), ("held", forgers.HOLDS, forgers.G_TESTS),
-        ("honest", forgers.PROGRAMS["honest"], forgers.TESTS),
-        ("import time", forgers.PROGRAMS["import time"], forgers.TESTS))]
+        *[(f"{name}#{i}", forgers.PROGRAMS[name], forgers.TESTS) for i in range(3) for name in ("honest", "import time")])]
     got = {c["name"]: c for c in ordinary_user.run(cases)}
+    for name in ("honest", "import time"):  # the least of 3 runs in turn, as paired_costs
+        got[name] = min((got.pop(f"{name}#{i}") for i in range(3)), key=lambda c: c["cost_s"])
     assert all(c["verdict"] == "passed" for c in got.values()), {k: c["detail"] for k, c in got.items()}
     assert got["held"]["cost_mb"] - got["light"]["cost_mb"] >= 150, (got["held"]["cost_mb"], got["light"]["cost_mb"])
     assert got["honest"]["cost_s"] >= 0.02 and got["import time"]["cost_s"] >= TOLERANCE * got["honest"]["cost_s"], \
