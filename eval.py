@@ -191,20 +191,26 @@ class Settings:
 
 
 def held_out(policy, tok, problems, chain, settings: Settings) -> dict:
-    """Greedy pass@1 of a training policy on held-out problems (train.py --eval-data), in the mode of its chain
-    (mode_of: plan for a two-role run, direct for --roles coder), with its trained adapters. Its own randomness:
-    the RNG states are put back afterwards, so a run with evaluation trains exactly as one without.
-    Returns {eval_pass@1, eval_problems, eval_<stat> for each stat generate_programs reports (mean plan / code
-    tokens, share of truncated codes), eval_verdicts {verdict: count}, eval_solved [task ids passed] (for paired
-    tests between checkpoints: measure/curves.py), eval_s (seconds)}."""
+    """Held-out pass@1 of a training policy (train.py --eval-data), in the mode of its chain (mode_of: plan for a
+    two-role run, direct for --roles coder), with its trained adapters: greedy (settings.n = 1, temperature 0), or
+    sampled (train.py --eval-samples n: n programs a problem at the rollout temperature; pass@1 = the mean over
+    problems of passed / n, the unbiased estimator at k = 1). Its own randomness: the RNG states are put back
+    afterwards, so a run with evaluation trains exactly as one without.
+    Returns {eval_pass@1, eval_problems, eval_samples (n), eval_<stat> for each stat generate_programs reports
+    (mean plan / code tokens, share of truncated codes), eval_verdicts {verdict: count}, eval_solved [task ids
+    whose every program passed] (for paired tests between checkpoints: measure/curves.py), eval_scores
+    {task id: passed / n} (sampled only: the per-problem scores of its interval and paired bootstrap), eval_s}."""
     saved, t = checkpoint.rng_state(), time.perf_counter()
     try:
         programs, stats = generate_programs(policy, tok, problems, mode_of(chain), settings, {r: r for r in chain})
         res = scoring.score(problems, programs, [1], settings)
     finally:
         checkpoint.set_rng_state(saved)
-    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), **{f"eval_{k}": v for k, v in stats.items()},
-            "eval_verdicts": res["verdicts"], "eval_solved": [r["task_id"] for r in res["problems"] if r["passed"]],
+    n = settings.n
+    return {"eval_pass@1": res["pass@1"], "eval_problems": len(problems), "eval_samples": n,
+            **{f"eval_{k}": v for k, v in stats.items()}, "eval_verdicts": res["verdicts"],
+            "eval_solved": [r["task_id"] for r in res["problems"] if r["passed"] == n],
+            **({"eval_scores": {r["task_id"]: r["passed"] / n for r in res["problems"]}} if n > 1 else {}),
             "eval_s": time.perf_counter() - t}
 
 

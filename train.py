@@ -18,8 +18,9 @@ Writes runs/<time>/: config.json, metrics.jsonl (one line per SFT / GRPO step / 
 samples.jsonl, checkpoints/ (--resume goes on from the latest: infra/checkpoint.py), adapters/<role>/
 (peft), curves.png. Ctrl-C or SIGTERM: the step in progress (SFT or GRPO) finishes, a checkpoint is saved
 there, one line gives the command that resumes, status 130 / 143 (infra/interrupt.py); a second Ctrl-C stops at
-once, keeping the last checkpoint (every --save-every GRPO steps, after each role's SFT). --eval-data: greedy
-held-out pass@1 while training (infra/progress.py); torchrun: data parallel (infra/distributed.py); --profile prints the seconds of each phase of a step.
+once, keeping the last checkpoint (every --save-every GRPO steps, after each role's SFT). --eval-data: held-out
+pass@1 while training, greedy or sampled (--eval-samples); torchrun: data parallel (infra/distributed.py);
+--profile prints the seconds of each phase of a step.
 Here: the GRPO step (grpo_step and its helpers), then the run's stages (main, load_policy, sft_stage,
 grpo_stage); the run's plumbing around them (its folder, checkpoints, a signal's safe stop, Health) is
 infra/training_run.py.
@@ -211,17 +212,19 @@ def load_policy(run: TrainingRun) -> None:
 
 
 def evaluate(run: TrainingRun, log: trackers.RunLog, step: int, last: bool = False) -> None:
-    """Greedy held-out pass@1 (--eval-data; eval.held_out) at step 0, every --eval-every steps and at the end; its
-    seconds go into the run's ETA as their own stage."""
+    """Held-out pass@1 (--eval-data; eval.held_out) at step 0, every --eval-every steps and at the end: greedy, or
+    --eval-samples n programs a problem at the rollout --temperature; its seconds go into the run's ETA as their
+    own stage."""
     args = run.args
     if run.eval_problems and run.main_rank and (step == 0 or last or args.eval_every > 0 and step % args.eval_every == 0):
         a = getattr(args, "eval_args", args)  # --schedule sequential, stage 2: the run's own chain
         chain = [r for r in a.roles if not (r == "retriever" and a.retrieval == "corpus")]  # corpus: no model call
+        sampled = {"n": a.eval_samples, "temperature": a.temperature} if a.eval_samples > 1 else {}
         settings = evaluation.Settings(a.max_plan_tokens, a.max_code_tokens, a.max_retrieval_tokens, a.workers,
-                                       a.sandbox_timeout)
+                                       a.sandbox_timeout, **sampled)
         progress.pause()  # the GRPO bar's line ends here: the evaluation's bar is drawn below it, not inside it
         m = evaluation.held_out(run.policy, run.tok, run.eval_problems, chain, settings)
-        progress.record_eval(m["eval_s"], len(run.eval_problems))
+        progress.record_eval(m["eval_s"], len(run.eval_problems) * a.eval_samples)  # programs, as the ETA's
         log.log({"phase": "eval", "step": step, **m})
 
 

@@ -38,7 +38,7 @@ import roles
 # flags that may change on --resume: they do not change what the steps compute (an evaluation puts the RNG
 # states back, so how often one runs, or on how many problems, leaves the steps as they were)
 RUNTIME_FLAGS = {"resume", "out", "workers", "profile", "report_to", "keep_checkpoints", "save_every", "steps",
-                 "time_budget", "overwrite", "eval_every", "eval_limit"}
+                 "time_budget", "overwrite", "eval_every", "eval_limit", "eval_samples"}
 
 
 class CheckpointError(Exception):

@@ -207,7 +207,9 @@ def get_args(argv, baselines: dict):
     a("--keep-checkpoints", type=int, default=2, help="newest checkpoints kept (0: all)")
     a("--resume", default=None, metavar="RUN_DIR", help="go on from the run's latest checkpoint")
     a("--overwrite", action="store_true", help="start afresh in an --out folder that holds a run (erases it)")
-    a("--eval-data", default=None, help="held-out set for greedy pass@1 during training (e.g. val)")
+    a("--eval-data", default=None, help="held-out set for pass@1 during training (e.g. val; --eval-samples)")
+    a("--eval-samples", type=int, default=1,
+      help="programs a held-out problem: 1 = greedy pass@1; n > 1 = sampled pass@1 at --temperature (n programs each)")
     a("--eval-every", type=int, default=10, help="evaluate at step 0, every N steps and at the end")
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
     a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")

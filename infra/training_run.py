@@ -78,7 +78,7 @@ class TrainingRun:
         run.problems = checkers.use(data.load(args.train_data), args.checker)  # --checker: one rule for every set
         held_out = data.load(args.eval_data)[:args.eval_limit] if args.eval_data else []
         run.eval_problems = checkers.use(held_out, args.checker)
-        progress.start(final_args, device, len(run.eval_problems), show=run.main_rank,  # what will run (is
+        progress.start(final_args, device, len(run.eval_problems) * args.eval_samples, show=run.main_rank,  # what will run (is
                        state=checkpoint.state_of(run.ckpt) if run.ckpt else None)  # left), and how long
         try:
             run.isolation = sandbox.require(args.unsafe_sandbox, show=run.main_rank,  # refuses when nothing isolates

@@ -61,17 +61,29 @@ def load_run(run_dir: Path) -> dict:
             "evals": [evals[k] for k in sorted(evals)], "seen": seen}
 
 
+def scores(m: dict) -> list:
+    """An eval line's per-problem scores in [0, 1], in task-id order: passed / n of a sampled line (eval_scores),
+    else 1 for each of the eval_solved problems and 0 for the rest (greedy)."""
+    if "eval_scores" in m:
+        return [m["eval_scores"][t] for t in sorted(m["eval_scores"])]
+    solved = round(m["eval_pass@1"] * m["eval_problems"])
+    return [1.0] * solved + [0.0] * (m["eval_problems"] - solved)
+
+
 def dev_point(m: dict) -> dict:
-    """An eval line -> {step, n, solved, pass1, lo, hi} (pass@1 and its 95 % bootstrap interval, fractions).
+    """An eval line -> {step, n, solved, pass1, lo, hi} (pass@1 and its 95 % bootstrap interval over problems,
+    fractions; solved: the problems' scores summed, a whole number when greedy).
 
     >>> p = dev_point({"step": 7, "eval_pass@1": 10 / 53, "eval_problems": 53})
     >>> p["solved"], round(p["pass1"], 4)
     (10, 0.1887)
+    >>> dev_point({"step": 1, "eval_pass@1": 0.375, "eval_problems": 2, "eval_scores": {"a": 0.5, "b": 0.25}})["solved"]
+    0.75
     """
-    n = m["eval_problems"]
-    solved = round(m["eval_pass@1"] * n)
-    lo, hi = stats.bootstrap_ci([1.0] * solved + [0.0] * (n - solved))
-    return {"step": m["step"], "n": n, "solved": solved, "pass1": solved / n if n else 0.0, "lo": lo, "hi": hi}
+    n, values = m["eval_problems"], scores(m)
+    lo, hi = stats.bootstrap_ci(values)
+    solved = sum(values) if "eval_scores" in m else round(sum(values))
+    return {"step": m["step"], "n": n, "solved": solved, "pass1": sum(values) / n if n else 0.0, "lo": lo, "hi": hi}
 
 
 def rolling(values: list, window: int = SMOOTH) -> list:
@@ -101,22 +113,40 @@ def compute(run: dict) -> dict:
 
 
 def paired(a: dict, b: dict) -> str:
-    """McNemar's exact p between two eval lines on the same problems ('' when either lacks eval_solved)."""
-    if "eval_solved" not in a or "eval_solved" not in b or a["eval_problems"] != b["eval_problems"]:
+    """p of two eval lines on the same problems: McNemar exact for greedy lines (eval_solved), the paired bootstrap
+    for sampled ones (eval_scores: passed / n a problem), stats.paired_test; '' when they cannot be paired."""
+    if "eval_scores" in a and "eval_scores" in b and a["eval_scores"].keys() == b["eval_scores"].keys():
+        return f"{stats.paired_test(scores(a), scores(b))['p']:.3f}"
+    if "eval_solved" not in a or "eval_solved" not in b or a["eval_problems"] != b["eval_problems"] \
+            or "eval_scores" in a or "eval_scores" in b:
         return ""
     sa, sb = set(a["eval_solved"]), set(b["eval_solved"])
     return f"{stats.mcnemar_exact(len(sa - sb), len(sb - sa)):.2f}"
 
 
+def group_of(task_id: str) -> str:
+    """The set a task id belongs to, for by_set: its prefix before the last '/' ('mbpp/514' -> 'mbpp';
+    a synth id keeps its depth: 'synth-dev/d2/0007' -> 'synth-dev/d2')."""
+    return task_id.rsplit("/", 1)[0]
+
+
 def by_set(m: dict) -> str:
-    """The problems an eval line solved, counted by set (the task id's prefix before '/'); '' without eval_solved.
+    """An eval line's solved problems counted by set (group_of), '' without eval_solved; a sampled line: each
+    set's pass@1 %.
 
     >>> by_set({"eval_solved": ["mbpp/514", "core-val/0003", "mbpp/600"]})
     'mbpp 2, core-val 1'
+    >>> by_set({"eval_scores": {"synth-dev/d1/0000": 0.5, "synth-dev/d1/0001": 1.0, "synth-dev/d2/0000": 0.0}})
+    'synth-dev/d1 75.0 %, synth-dev/d2 0.0 %'
     """
+    if "eval_scores" in m:
+        groups = {}
+        for t, v in m["eval_scores"].items():
+            groups.setdefault(group_of(t), []).append(v)
+        return ", ".join(f"{k} {100 * sum(v) / len(v):.1f} %" for k, v in sorted(groups.items()))
     counts = {}
     for t in m.get("eval_solved", []):
-        counts[t.split("/")[0]] = counts.get(t.split("/")[0], 0) + 1
+        counts[group_of(t)] = counts.get(group_of(t), 0) + 1
     return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
@@ -130,8 +160,9 @@ def markdown(runs: list) -> str:
         for m in run["evals"]:
             p, step = dev_point(m), m["step"]
             seen = run["seen"][step - 1] if 0 < step <= len(run["seen"]) else 0
+            solved = f"{p['solved']:.2f}" if isinstance(p["solved"], float) else p["solved"]
             out.append(f"| {run['name']} | {step} | {step * per} | {seen} | {100 * p['pass1']:.1f} "
-                       f"[{100 * p['lo']:.1f}, {100 * p['hi']:.1f}] | {p['solved']} / {p['n']} | {by_set(m)} | "
+                       f"[{100 * p['lo']:.1f}, {100 * p['hi']:.1f}] | {solved} / {p['n']} | {by_set(m)} | "
                        f"{paired(first, m) if step else ''} |")
     out += ["", "| run | GRPO steps | problems drawn | distinct seen | seconds of steps | sampled tokens (est.) |",
             "|---|---|---|---|---|---|"]
@@ -142,7 +173,7 @@ def markdown(runs: list) -> str:
     pairs = [f"{a['name']} vs {b['name']}: p = {paired(a['evals'][-1], b['evals'][-1])}"
              for i, a in enumerate(lasts) for b in lasts[i + 1:] if paired(a["evals"][-1], b["evals"][-1])]
     if pairs:
-        out += ["", "Last points paired (McNemar exact): " + "; ".join(pairs)]
+        out += ["", "Last points paired (McNemar exact; sampled lines: the paired bootstrap): " + "; ".join(pairs)]
     return "\n".join(out)
 
 
@@ -171,8 +202,9 @@ def plot(runs: list, out_png: Path) -> str:
             if any(y is not None for y in ys):
                 ax.plot(steps, [float("nan") if y is None else y for y in ys], color=color, label=run["name"])
         axes[8].plot(steps, run["seen"], color=color, label=run["name"])
-    n = next((r["evals"][0]["eval_problems"] for r in runs if r["evals"]), 0)
-    axes[0].set_title(f"dev pass@1 %, greedy ({n} problems; 95 % CI)")
+    first = next((r["evals"][0] for r in runs if r["evals"]), {})
+    how = f"{first['eval_samples']} samples" if first.get("eval_samples", 1) > 1 else "greedy"
+    axes[0].set_title(f"dev pass@1 %, {how} ({first.get('eval_problems', 0)} problems; 95 % CI)")
     for ax, (_, title) in zip(axes[1:], DIAGNOSTICS):
         ax.set_title(f"{title} (mean of {SMOOTH})")
         if not ax.lines:

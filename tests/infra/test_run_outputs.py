@@ -7,6 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import data
 import eval as evaluation
 import sandbox
 import train
@@ -61,6 +62,24 @@ def test_evaluation_during_training_leaves_training_unchanged(tiny_run, tmp_path
     first, last = untimed(rows)[0]["reward"], untimed(rows)[-1]["reward"]
     assert re.fullmatch(rf"done: 3 GRPO steps \(\d+ s of steps, \d+ s in all: loading, SFT, evaluation\), reward {first:.3f} \(step 1\) -> {last:.3f} \(step 3\), "
                         rf"eval pass@1 0\.500 \(step 0\) -> 0\.500 \(step 3\); adapters, metrics and curves in {evald}", out[-1]), out[-1]
+
+
+def test_sampled_evaluation_scores_each_problem_and_leaves_training_unchanged(tiny_run, tmp_path):
+    """--eval-samples 2 on 2 val problems: 4 programs in one sandbox call, the fake sandbox's pattern passes the
+    1st and 4th -> each problem 1 of 2: eval_scores {both: 0.5}, pass@1 0.5, no problem solved by every program;
+    the adapters equal the run's without evaluation (the sampling draws from the RNG, which is put back).
+    Catches: a greedy evaluation behind the flag (1 program a problem), pass@1 counted as all-programs-pass,
+    sampling that moves the training's random stream."""
+    plain = tiny_run("--out", str(tmp_path / "plain"))
+    sampled = tiny_run("--out", str(tmp_path / "sampled"), "--eval-data", "val", "--eval-every", "0", "--eval-limit",
+                       "2", "--eval-samples", "2")
+    a, b = weights(plain), weights(sampled)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    evals = [json.loads(x) for x in (sampled / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
+    ids = [p.task_id for p in data.load("val")[:2]]
+    assert [(m["step"], m["eval_pass@1"], m["eval_samples"], m["eval_scores"], m["eval_solved"]) for m in evals] == \
+        [(0, 0.5, 2, dict.fromkeys(ids, 0.5), []), (3, 0.5, 2, dict.fromkeys(ids, 0.5), [])]
+    assert sum(evals[0]["eval_verdicts"].values()) == 4
 
 
 def test_report_to_a_missing_tracker_is_one_line(tiny_run, tmp_path, monkeypatch):
