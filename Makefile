@@ -188,8 +188,12 @@ DEV ?= $(if $(LEARN_SMALL),val$(hash)2$(comma)io_val$(hash)1,mbpp:$(MBPP)@valida
 LEARN_SIZES = $(if $(LEARN_SMALL),--max-plan-tokens 8 --max-code-tokens 16 --num-plans 2 --codes-per-plan 1 --problems-per-step 1)
 LEARN_SFT ?= $(if $(LEARN_SMALL),--sft-steps 1 --sft-batch 1)
 LEARN_ARMS ?= core: coder:--roles\ coder release:--recipe\ release\ --steps\ $(LEARN_HALF)\ --coder-steps\ $(LEARN_HALF)
-LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data train,io_train --steps $(LEARN_STEPS) \
-	--eval-data '$(DEV)' --eval-every $(LEARN_EVERY) --save-every 7 --workers 1 $(LEARN_SIZES)
+LEARN_TRAIN ?= train,io_train
+LEARN_EVAL_SAMPLES ?= 1
+LEARN_FLAGS ?=
+LEARN_GRPO = $(MODEL_FLAG) --init $(LEARN)/sft --sft-steps 0 --train-data '$(LEARN_TRAIN)' --steps $(LEARN_STEPS) \
+	--eval-data '$(DEV)' --eval-every $(LEARN_EVERY) --eval-samples $(LEARN_EVAL_SAMPLES) --save-every 7 --workers 1 \
+	$(LEARN_SIZES) $(LEARN_FLAGS)
 # The final table of `make learn`: the SFT and every arm that finished (its last adapters) on HumanEval + MBPP's
 # test split (LEARN_SETS: 664 problems; the dev pool is not among them), greedy, each run in its own mode, the SFT
 # also in each arm's mode ('sft direct' beside the single agent); every (system, set) cached in $(LEARN)/cache, so a
@@ -200,7 +204,7 @@ LEARN_SETS ?= humaneval$(if $(LEARN_SMALL),$(hash)2)$(LEARN_MBPP)
 LEARN_EVAL ?= $(if $(LEARN_SMALL),--max-plan-tokens 8 --max-code-tokens 16 --workers 1,--batch-size 64)
 .PHONY: learn curves learn-table
 learn-table: $(VENV)/.installed
-	$(PY) -m measure.decontam --train train,io_train --eval '$(LEARN_SETS)' --out $(LEARN)/decontam.json
+	$(PY) -m measure.decontam --train '$(LEARN_TRAIN)' --eval '$(LEARN_SETS)' --out $(LEARN)/decontam.json
 	runs="sft=$(LEARN)/sft"; for arm in $(LEARN_ARMS); do name=$${arm%%:*}; \
 	  test -f $(LEARN)/$$name/adapters/coder/adapter_config.json && runs="$$runs $$name=$(LEARN)/$$name"; done; \
 	$(EVAL) $(MODEL_FLAG) --compare $$runs --modes direct --datasets '$(LEARN_SETS)' --cache $(LEARN)/cache \
@@ -208,11 +212,26 @@ learn-table: $(VENV)/.installed
 	$(PY) -m measure.paper $(LEARN)/compare/results.json --decontam $(LEARN)/decontam.json --out $(LEARN)/table.md
 learn: $(VENV)/.installed
 	mkdir -p $(LEARN)
-	$(call STAGE_WITH,$(TRAIN),$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data train$(comma)io_train --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))
+	$(call STAGE_WITH,$(TRAIN),$(LEARN)/sft,coder,$(MODEL_FLAG) --train-data '$(LEARN_TRAIN)' --grpo-steps 0 $(LEARN_SIZES) $(LEARN_SFT))
 	$(call RUN_ARMS,$(LEARN),$(LEARN_SIDE),$(LEARN_ARMS),$(LEARN_GRPO))
 	$(PY) -m measure.curves $(LEARN)
 curves: $(VENV)/.installed
 	$(PY) -m measure.curves $(LEARN)
+
+# The same experiment on the generated family (data/synth.py, docs/experiments.md#the-generated-family): SFT on
+# synth:train (80 steps a role, the Coder with and without the plan), then the arms on synth:train, evaluated on
+# a fixed 40 of synth:dev (10 a depth, compositions never trained on) with 4 sampled programs a problem;
+# `make learn-synth-table` adds synth:test to learn-table's sets. LEARN_STEPS, LEARN_EVERY as for learn.
+SYNTH_LEARN ?= runs/learn-synth
+SYNTH_DEV ?= synth:dev@1$(hash)10,synth:dev@2$(hash)10,synth:dev@3$(hash)10,synth:dev@4$(hash)10
+SYNTH_VARS = LEARN=$(SYNTH_LEARN) LEARN_TRAIN=synth:train DEV='$(SYNTH_DEV)' LEARN_EVAL_SAMPLES=4 \
+	LEARN_SFT='--sft-steps 80 --sft-coder-prompts both --sft-products auto --max-plan-tokens 64' \
+	LEARN_FLAGS='--lr 1e-4 --max-plan-tokens 64'
+.PHONY: learn-synth learn-synth-table
+learn-synth:
+	$(MAKE) learn $(SYNTH_VARS)
+learn-synth-table:
+	$(MAKE) learn-table $(SYNTH_VARS) LEARN_SETS='synth:test,$(LEARN_SETS)'
 
 # Does the loop learn what it trains on? (docs/experiments.md#the-loop-learns-what-it-trains-on) bench/overfit.py: a
 # fixed pool of 8 synth training problems the base model sometimes solves, the single agent and CoRe-Code side by

@@ -50,7 +50,8 @@ def select_pool(args, out: Path) -> Path:
         subprocess.run([sys.executable, "eval.py", "--dataset", f"synth:train@1#{c},synth:train@2#{c}", "--modes",
                         "direct", "--n", str(args.samples), "--temperature", str(args.temperature), "--max-code-tokens",
                         str(args.max_code_tokens), "--no-cache", "--out", str(chosen)], cwd=ROOT, check=True)
-    rows = next(iter(json.loads(chosen.read_text())["results"].values()))["base direct"]["problems"]
+    results = json.loads(chosen.read_text())["results"]  # one entry a set of the comma list
+    rows = [r for by_system in results.values() for r in by_system["base direct"]["problems"]]
     rate = {r["task_id"]: r["passed"] / len(r["verdicts"]) for r in rows}
     keep = [p for p in candidates if 0 < rate[p.task_id] < 1][:args.pool]
     if len(keep) < 2:
