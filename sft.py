@@ -89,6 +89,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
     pairs), positions (what was forwarded, padding included), products (float32, or bfloat16: the frozen base's
     products under --sft-products, cpu_linear.bf16_products), time_step_s. At the end freed memory goes
     back to the system (cpu_linear.release_memory), so the next stage starts from the model's footprint.
+    The steps run in train mode (dropout and gradient checkpointing live), the mode at entry restored at the end.
     Raises ValueError (one line) when the role has no pair in `problems`.
     """
     pool = pairs(problems, role, args.roles, getattr(args, "sft_coder_prompts", "chain"))
@@ -99,6 +100,8 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
     for g in optimizer.param_groups:
         g["lr"] = args.sft_lr
     bf16, start_at = cpu_linear.use_bf16(getattr(args, "sft_products", "float32")), start  # --sft-products
+    was_training = policy.training  # from_pretrained leaves the model in eval mode: no dropout, and
+    policy.train()  # gradient checkpointing (HF's, in train mode only) would recompute nothing; put back below
     with cpu_linear.bf16_products(policy, on=bf16):  # the frozen base's products in bf16, or as they are
         for i in progress.bar(range(start, args.sft_steps), f"sft {role}", total=args.sft_steps, initial=start):
             if stop is not None and i > start_at and stop():  # a safe point, i steps done: the caller saves here
@@ -125,6 +128,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
             start = i + 1
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
         g["lr"] = args.lr
+    policy.train(was_training)
     cpu_linear.release_memory()
     return start
 

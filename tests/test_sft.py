@@ -88,3 +88,17 @@ def test_sft_products_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch):
         monkeypatch.setattr(cpu_linear, "native_bf16", lambda: native)
         assert cpu_linear.use_bf16("auto") is want
         assert cpu_linear.use_bf16("bfloat16") and not cpu_linear.use_bf16("float32")
+
+
+def test_sft_steps_run_in_train_mode_and_the_mode_is_put_back(tiny_policy, tokenizer, monkeypatch):
+    """A model as from_pretrained leaves it (eval mode): every loss forward of sft.train sees train mode (2 steps
+    of 1 micro-batch: [True, True]), and eval mode is back afterwards (the rollouts that follow sample in it).
+    Catches: SFT in eval mode (no dropout; HF's gradient checkpointing recomputes nothing outside train mode),
+    train mode leaked into what runs next."""
+    tiny_policy.eval()
+    seen, real = [], rollout.logprobs
+    monkeypatch.setattr(rollout, "logprobs", lambda policy, r, *a, **k: seen.append(policy.training) or real(policy, r, *a, **k))
+    args = train.get_args(["--sft-steps", "2", "--sft-batch", "2"])
+    opt = torch.optim.SGD([p for n, p in tiny_policy.named_parameters() if "lora_" in n], lr=0.0)
+    sft.train(tiny_policy, tokenizer, data.load("train")[:4], "coder", args, opt)
+    assert seen == [True, True] and not tiny_policy.training
