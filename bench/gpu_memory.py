@@ -31,6 +31,7 @@ CPU: the process's VmRSS after load and VmHWM (peak RSS) after the step, both in
 Python, torch and the libraries (about 0.4 GiB).
 """
 import argparse
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -172,6 +173,7 @@ def main():
     print(f"{shape}, {a.device}, quant {quant}; one step: {len(problems)} problems x {args.num_plans} plans "
           f"x {args.codes_per_plan} codes; {plans}per code {m['code_tokens']:.0f}; {m['time_step_s']:.1f} s")
     print("loss-pass micro-batches: " + ", ".join(f"{role} {counts.get(role, 0)}" for role in args.roles))
+    print(f"loss {m['loss']:.6f}, gradient norm {m['grad_norm']:.6f}, skipped updates {m['skipped_updates']}")
     missing = [role for role in args.roles if not counts.get(role)]
     print(f"{'memory':32} {'GiB':>7}")
     for name, gib in rows:
@@ -179,6 +181,9 @@ def main():
     if missing:
         sys.exit(f"error: the loss pass ran no micro-batch of {', '.join(missing)}: "
                  "the peak is not the training step's")
+    if m["skipped_updates"] or not (math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"]) and m["grad_norm"] > 0):
+        sys.exit(f"error: the step did not train (loss {m['loss']}, gradient norm {m['grad_norm']}, "
+                 f"{m['skipped_updates']} skipped updates): its memory is not a training step's")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 Each runs as a subprocess, as a user would run it; the checks read the printed tables.
 """
 import importlib.util
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,8 @@ def test_gpu_memory_small_on_cpu():
     # the rewards have a spread (gpu_memory.spread_results), so both roles' rows reach the loss pass: 2 plans in
     # micro-batches of 2 (train.py's --micro-batch) -> 1, 8 codes -> 4
     assert "loss-pass micro-batches: planner 1, coder 4" in out
+    loss = re.search(r"loss (\S+), gradient norm (\S+), skipped updates (\d+)", out)  # a NaN pass would not pass
+    assert loss and math.isfinite(float(loss[1])) and float(loss[2]) > 0 and loss[3] == "0", out
     table = out.split("GiB\n", 1)[1].splitlines()  # "<what>   <GiB>" rows after the header
     gib = {name: float(v) for name, v in (row.rsplit(maxsplit=1) for row in table)}
     weights, loaded = gib["weights (get_memory_footprint)"], gib["after load, RSS"]
