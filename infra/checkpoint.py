@@ -29,6 +29,7 @@ import os
 import random
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import torch
@@ -154,10 +155,18 @@ def rng_state() -> dict:
 
 
 def set_rng_state(s: dict):
+    """Put back rng_state's streams. A checkpoint saved where more (or fewer) GPUs were visible: the CUDA states
+    that fit are restored, device by device, and one line on stderr says the sampling will differ."""
     random.setstate(s["python"])
     torch.set_rng_state(s["torch"])
     if s["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(s["cuda"])
+        visible = torch.cuda.device_count()
+        for i, state in enumerate(s["cuda"][:visible]):
+            torch.cuda.set_rng_state(state, i)
+        if len(s["cuda"]) != visible:
+            print(f"note: the checkpoint holds the random states of {len(s['cuda'])} GPUs and {visible} are visible "
+                  f"here: {min(visible, len(s['cuda']))} restored, so the sampling is not the saved run's",
+                  file=sys.stderr)
 
 
 def _order(name: str) -> tuple:

@@ -283,3 +283,24 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
     assert [x for x in p.stderr.splitlines() if x] == [
         "SIGINT: stopping after this step (press Ctrl-C again to stop at once)",
         "stopped at once by a second SIGINT: the last checkpoint is kept"]
+
+
+def test_resume_on_fewer_gpus_restores_the_states_that_fit(monkeypatch, capsys):
+    """A checkpoint's CUDA random states of 2 GPUs, put back where 1 is visible (faked: no GPU is needed): device
+    0 gets the first state, nothing else is set, and one line says 1 of 2 was restored. Catches:
+    torch.cuda.set_rng_state_all's IndexError on the missing device (a resume that cannot start)."""
+    import random
+
+    import torch
+
+    from infra import checkpoint
+
+    set_calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: set_calls.append((state, device)))
+    state = {"python": random.getstate(), "torch": torch.get_rng_state(), "cuda": ["state of gpu 0", "state of gpu 1"]}
+    checkpoint.set_rng_state(state)
+    assert set_calls == [("state of gpu 0", 0)]
+    assert capsys.readouterr().err == ("note: the checkpoint holds the random states of 2 GPUs and 1 are visible here: "
+                                       "1 restored, so the sampling is not the saved run's\n")
