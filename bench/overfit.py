@@ -43,11 +43,11 @@ def select_pool(args, out: Path) -> Path:
         return pool
     import data
 
-    c = args.candidates
-    candidates = data.load(f"synth:train@1#{c},synth:train@2#{c}")
+    names = f"synth:train@1#{args.candidates},synth:train@2#{args.candidates}"
+    candidates = data.load(names)
     chosen = out / "selection.json"
     if not chosen.exists():
-        subprocess.run([sys.executable, "eval.py", "--dataset", f"synth:train@1#{c},synth:train@2#{c}", "--modes",
+        subprocess.run([sys.executable, "eval.py", "--dataset", names, "--modes",
                         "direct", "--n", str(args.samples), "--temperature", str(args.temperature), "--max-code-tokens",
                         str(args.max_code_tokens), "--no-cache", "--out", str(chosen)], cwd=ROOT, check=True)
     results = json.loads(chosen.read_text())["results"]  # one entry a set of the comma list
@@ -56,9 +56,7 @@ def select_pool(args, out: Path) -> Path:
     keep = [p for p in candidates if 0 < rate[p.task_id] < 1][:args.pool]
     if len(keep) < 2:
         sys.exit(f"error: only {len(keep)} of {len(candidates)} candidates have a pass rate in (0, 1): raise --candidates")
-    pool.write_text("".join(json.dumps({"task_id": p.task_id, "prompt": p.prompt, "entry_point": p.entry_point,
-                                        "tests": list(p.tests), "solution": p.solution, "plan": p.plan}) + "\n"
-                            for p in keep))
+    pool.write_text("".join(json.dumps(data.to_record(p)) + "\n" for p in keep))
     print(f"pool: {len(keep)} problems, selection pass rates " + ", ".join(f"{rate[p.task_id]:.2f}" for p in keep))
     return pool
 
@@ -94,11 +92,12 @@ def table(out: Path) -> str:
     """Step 3: one Markdown table of every arm's evaluated steps."""
     lines = ["| arm | step | epochs | pool pass@1 % [95 % CI] | p vs step 0 | reward (steps since) | zero-std coder | "
              "plan reward spread | zero-std planner |", "|---|---|---|---|---|---|---|---|---|"]
+    pool = sum(1 for _ in open(out / "pool.jsonl"))  # problems in the pool
     for arm in ARMS:
         if not (out / arm / "metrics.jsonl").exists():
             continue
         run = curves.load_run(out / arm)
-        per, pool = run["config"]["problems_per_step"], sum(1 for _ in open(out / "pool.jsonl"))
+        per = run["config"]["problems_per_step"]
         first, last = (run["evals"][0] if run["evals"] else None), 0
         for m in run["evals"]:
             p, step = curves.dev_point(m), m["step"]

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from data import benchmarks, synth
-from data.problem import SOURCES, DataError, Problem, load_jsonl, looks_like_path, records  # noqa: F401  (data.Problem, data.DataError)
+from data.problem import SOURCES, DataError, Problem, load_jsonl, looks_like_path, records, to_record  # noqa: F401  (data.Problem, data.DataError, data.to_record)
 
 DATA_DIR = Path(__file__).resolve().parent
 OUR_SETS = ("train", "val", "io_train", "io_val")  # data/<name>.jsonl

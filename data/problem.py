@@ -108,6 +108,18 @@ def load_jsonl(path) -> list[Problem]:
     return problems
 
 
+def to_record(p: Problem) -> dict:
+    """A problem as our JSONL record, the inverse of load_jsonl for what it keeps: task_id, prompt, and
+    entry_point, tests, setup (function) or io_tests, checker (I/O); solution always, plan when it has one."""
+    if p.is_io:
+        rec = {"task_id": p.task_id, "prompt": p.prompt, "io_tests": [{"input": i, "output": o} for i, o in p.io_tests],
+               "solution": p.solution, "checker": p.checker}
+    else:
+        rec = {"task_id": p.task_id, "prompt": p.prompt, "entry_point": p.entry_point, "tests": list(p.tests),
+               "setup": p.setup, "solution": p.solution}
+    return {**rec, **({"plan": p.plan} if p.plan is not None else {})}
+
+
 def _problem(rec, where) -> Problem:
     if not isinstance(rec, dict):
         raise DataError(f"{where}: a line must be a JSON object")

@@ -122,15 +122,6 @@ def clean(problems: list, report: dict, name: str) -> list:
     return [p for p in problems if f"{data.label(name)}/{p.task_id}" not in hit]
 
 
-def record(p) -> dict:
-    """A function problem as our JSONL record (problem.load_jsonl reads it back)."""
-    if p.is_io:
-        return {"task_id": p.task_id, "prompt": p.prompt, "io_tests": [{"input": i, "output": o} for i, o in p.io_tests],
-                "solution": p.solution, "checker": p.checker}
-    return {"task_id": p.task_id, "prompt": p.prompt, "entry_point": p.entry_point, "tests": list(p.tests),
-            "setup": p.setup, "solution": p.solution}
-
-
 def summary(report: dict, limit: int = 20) -> str:
     """The report in Markdown for a table's header: the sets, the counts, the pairs (the first `limit`)."""
     sets = lambda d: ", ".join(f"{data.label(k)} ({v})" for k, v in d.items())  # noqa: E731
@@ -173,7 +164,7 @@ def main(argv=None):
             raise data.DataError(f"--clean {spec}: {name!r} is not one of --train")
         kept = clean(train[name], report, name)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        rep.write_text_atomic(Path(path), "".join(json.dumps(record(p)) + "\n" for p in kept))
+        rep.write_text_atomic(Path(path), "".join(json.dumps(data.to_record(p)) + "\n" for p in kept))
         print(f"{data.label(name)}: {len(kept)} of {len(train[name])} problems in no pair -> {path}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -186,3 +186,27 @@ def test_token_costs_small_prints_per_token_costs_and_sync_counts():
     assert pieces < 1 and 190 < whole < 200  # KiB
     assert vals["per layer and token, LM head in pieces of 256 (fast/chunked.py)"] == vals["per layer and token, whole logits (rollout.logprobs)"] > 0
     assert vals["fast/fixed_decode.py: host syncs per token step"] < 1 <= vals["decode.py: host syncs per token step"]
+
+
+def test_overfit_table_reads_each_arm_and_its_epochs(tmp_path):
+    """bench/overfit.py --table on a written run: a 4-problem pool, 2 problems a step; evaluations at steps 0 and 2
+    (sampled, 2 programs a problem), GRPO steps with rewards 0.5 and 1.0 -> step 2 is epoch 1.0 and its reward
+    column 0.750; pass@1 0.25 -> 0.75; the paired bootstrap p against step 0 is filled in at step 2 only.
+    Catches: epochs counted by steps (2.0), the reward of all steps instead of those since the last evaluation."""
+    import json
+
+    import overfit
+
+    (tmp_path / "pool.jsonl").write_text("{}\n" * 4)
+    run = tmp_path / "coder"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"problems_per_step": 2, "roles": ["coder"]}))
+    ids = [f"t/{i}" for i in range(4)]
+    ev = lambda step, s: {"phase": "eval", "step": step, "eval_pass@1": sum(s) / 4, "eval_problems": 4,  # noqa: E731
+                          "eval_samples": 2, "eval_scores": dict(zip(ids, s)), "eval_solved": []}
+    lines = [ev(0, [0.5, 0.5, 0.0, 0.0]), {"phase": "grpo", "step": 1, "reward": 0.5, "frac_zero_std_coder": 0.0},
+             {"phase": "grpo", "step": 2, "reward": 1.0, "frac_zero_std_coder": 0.5}, ev(2, [1.0, 1.0, 0.5, 0.5])]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    rows = overfit.table(tmp_path).splitlines()[2:]
+    assert rows[0] == "| coder | 0 | 0.0 | 25.0 [0.0, 50.0] |  |  |  |  |  |"
+    assert rows[1].startswith("| coder | 2 | 1.0 | 75.0 [50.0, 100.0] | 0.") and rows[1].endswith(" | 0.750 | 0.250 |  |  |")
