@@ -218,15 +218,23 @@ learn: $(VENV)/.installed
 curves: $(VENV)/.installed
 	$(PY) -m measure.curves $(LEARN)
 
-# The same experiment on the generated family (data/synth.py, docs/experiments.md#the-generated-family): SFT on
-# synth:train (80 steps a role, the Coder with and without the plan), then the arms on synth:train, evaluated on
-# a fixed 40 of synth:dev (10 a depth, compositions never trained on) with 4 sampled programs a problem;
-# `make learn-synth-table` adds synth:test to learn-table's sets. LEARN_STEPS, LEARN_EVERY as for learn.
+# The same experiment on the generated family (data/synth.py, docs/experiments.md#the-generated-family): a short
+# SFT on synth train at depths 1-3 (SYNTH_SFT steps a role, the Coder with and without the plan: short on purpose,
+# so that GRPO has room), then the arms on the same problems at SYNTH_LR for SYNTH_STEPS steps, evaluated every
+# SYNTH_EVERY steps on a fixed 60 of synth:dev (15 a depth, compositions never trained on; depth 4 is never
+# trained on) with 4 sampled programs a problem; `make learn-synth-table` adds synth:test to learn-table's sets.
 SYNTH_LEARN ?= runs/learn-synth
-SYNTH_DEV ?= synth:dev@1$(hash)10,synth:dev@2$(hash)10,synth:dev@3$(hash)10,synth:dev@4$(hash)10
-SYNTH_VARS = LEARN=$(SYNTH_LEARN) LEARN_TRAIN=synth:train DEV='$(SYNTH_DEV)' LEARN_EVAL_SAMPLES=4 \
-	LEARN_SFT='--sft-steps 80 --sft-coder-prompts both --sft-products auto --max-plan-tokens 64' \
-	LEARN_FLAGS='--lr 1e-4 --max-plan-tokens 64'
+SYNTH_TRAIN ?= synth:train@1-3
+SYNTH_DEV ?= synth:dev@1$(hash)15,synth:dev@2$(hash)15,synth:dev@3$(hash)15,synth:dev@4$(hash)15
+SYNTH_SFT ?= 20
+SYNTH_LR ?= 2e-4
+SYNTH_STEPS ?= 90
+SYNTH_EVERY ?= 30
+SYNTH_ARMS ?= core: coder:--roles\ coder
+SYNTH_VARS = LEARN=$(SYNTH_LEARN) LEARN_TRAIN='$(SYNTH_TRAIN)' DEV='$(SYNTH_DEV)' LEARN_EVAL_SAMPLES=4 \
+	LEARN_STEPS=$(SYNTH_STEPS) LEARN_EVERY=$(SYNTH_EVERY) LEARN_ARMS='$(SYNTH_ARMS)' \
+	LEARN_SFT='--sft-steps $(SYNTH_SFT) --sft-coder-prompts both --sft-products auto --max-plan-tokens 64' \
+	LEARN_FLAGS='--lr $(SYNTH_LR) --max-plan-tokens 64'
 .PHONY: learn-synth learn-synth-table
 learn-synth:
 	$(MAKE) learn $(SYNTH_VARS)
