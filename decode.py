@@ -33,9 +33,16 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 
 @torch.no_grad()
+def end_ids(eos_id, device) -> tuple[int, torch.Tensor]:
+    """eos_id (an int, or a list of the ids that end a row) -> (the id that pads, every ending id as a tensor [E])."""
+    ids = [eos_id] if isinstance(eos_id, int) else list(eos_id)
+    return ids[0], torch.tensor(ids, device=device)
+
+
 def decode(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id: int, temperature: float = 1.0,
            top_p: float = 1.0, min_new_tokens: int = 0, stopped=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """n completions of each of B left-padded prompts (module docstring).
+    """n completions of each of B left-padded prompts (module docstring). eos_id: one id, or a list of the ids
+    that end a row (a generation config's every EOS: Qwen's <|im_end|> and <|endoftext|>; the first pads).
 
     input_ids, attention_mask: [B, P]; rows of the result are prompt-major (row b * n + k is sample k of
     prompt b). stopped(rows, tokens) -> [A] bool: called after each step with the ids [A] of the rows still
@@ -44,6 +51,7 @@ def decode(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id
     log softmax(z)_x of each sampled token, 0 after the row's end). Runs the model as it is (train or eval
     mode); the caller sets eval mode and the adapter.
     """
+    eos_id, ends = end_ids(eos_id, input_ids.device)  # the padding id, every id that ends a row [E]
     N = input_ids.shape[0] * n
     tokens = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=input_ids.device)
     logp = torch.zeros(N, max_new_tokens, device=input_ids.device)
@@ -53,12 +61,12 @@ def decode(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id
         z = batch.logits  # [A, V] float32: the next token's logits of each running row
         log_norm = z.logsumexp(-1)  # [A] log sum_v exp(z_v), before EOS is masked: the policy at temperature 1
         if t < min_new_tokens:
-            z[:, eos_id] = float("-inf")
+            z[:, ends] = float("-inf")
         x = next_tokens(z, temperature, top_p)  # [A]
         tokens[batch.rows, t] = x
         logp[batch.rows, t] = z.gather(1, x[:, None]).squeeze(1) - log_norm  # log softmax(z)_x (z_x not masked)
         T = t + 1
-        done = x == eos_id  # [A]
+        done = torch.isin(x, ends)  # [A]
         if stopped is not None:
             done |= stopped(batch.rows, tokens[batch.rows, :T]).to(done.device)
         if t + 1 == max_new_tokens or done.all():

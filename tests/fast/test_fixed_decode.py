@@ -118,3 +118,29 @@ def test_only_full_attention_models_take_the_fixed_path(tiny_policy):
             fixed_decode.static_cache(tiny_policy, 8, torch.tensor([0]))
     finally:
         config.layer_types = saved
+
+
+@pytest.mark.parametrize("sampler", ["decode", "fixed"])
+def test_every_eos_of_the_generation_config_ends_a_row(tiny_policy, tokenizer, monkeypatch, sampler):
+    """A second EOS id (Qwen2.5's <|endoftext|> beside <|im_end|>) sampled at step 2 ends the row there in both
+    samplers, and rollout's mask reads it as the row's EOS (not truncated, the token kept as sampled); with the
+    tokenizer's EOS alone the row runs to its budget of 5."""
+    other = 7
+    script = iter([[11, 12, 13, 14], [21, other, 23, 24], [31, 32, 33, 34], [41, 42, 43, 44], [51, 52, 53, 54]])
+
+    def scripted(z, temperature, top_p):  # the rows still running take their column of the next step
+        row = torch.tensor(next(script))
+        return row[:z.shape[0]] if sampler == "fixed" or z.shape[0] == 4 else row[[0, 2, 3][:z.shape[0]]]
+    fn = decode.decode if sampler == "decode" else fixed_decode.decode_fixed
+    monkeypatch.setattr(decode if sampler == "decode" else fixed_decode, "next_tokens", scripted)
+    enc = rollout.encode_prompts(tokenizer, CHATS, "cpu")
+    eos = tokenizer.eos_token_id
+    tokens, _ = fn(tiny_policy, enc.input_ids, enc.attention_mask, 2, 5, [eos, other], 0.0)
+    assert tokens[1].tolist() == [12, other, eos, eos, eos] and tokens[0].tolist() == [11, 21, 31, 41, 51]
+    tiny_policy.generation_config.eos_token_id = [eos, other]
+    assert rollout.end_ids(tokenizer, tiny_policy) == [eos, other]
+    seqs = torch.cat([enc.input_ids.repeat_interleave(2, 0), tokens], 1)
+    r = rollout._finish(tokenizer, seqs, enc.attention_mask.repeat_interleave(2, 0), enc.input_ids.shape[1], n=2,
+                        ends=[eos, other])
+    assert r.mask[1].tolist() == [1, 1, 0, 0, 0] and not r.truncated[1] and r.truncated[0]
+    assert r.seqs[1, enc.input_ids.shape[1] + 1] == other

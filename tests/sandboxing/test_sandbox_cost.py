@@ -112,11 +112,12 @@ def test_no_forger_is_cheaper_than_the_honest_program(name):
 
 def test_linear_and_quadratic_are_ordered_in_time():
     """The same answer by n = 1500 steps and by 1.1 million (a 750x margin in work): the quadratic one's cost
-    is above the linear one's by more than 10 ms (measured ~0.4 ms against ~27 ms). Catches: a cost that the
-    fixed cost (~15 ms) swamps, or that counts no test's work."""
+    is above the linear one's by more than 10 ms and 4 times over (measured ~0.4 ms against ~27 ms; on a busy
+    machine once 5.5 against 53.6 ms). Catches: a cost that the fixed cost (~15 ms) swamps, or that counts no
+    test's work."""
     linear, _ = median_cost(forgers.LINEAR, forgers.PAIRS_TESTS)
     quadratic, _ = median_cost(forgers.QUADRATIC, forgers.PAIRS_TESTS)
-    assert quadratic > linear + 0.010 and quadratic > 10 * max(linear, efficiency.ET_FLOOR_S / 10), (linear, quadratic)
+    assert quadratic > linear + 0.010 and quadratic > 4 * max(linear, efficiency.ET_FLOOR_S / 10), (linear, quadratic)
 
 
 def test_memory_held_from_import_is_counted():
