@@ -1,6 +1,7 @@
 """CodeDPO (baselines/codedpo.py): the self-validation score by hand, the pair choice, the DPO loss and its gradient
 against a direct computation, test parsing, one step with known programs and tests on the tiny Qwen2 and
 the real sandbox, and `train.py --algo codedpo` through tests/tiny_train.py."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 import rollout
+import sandbox
 from baselines import codedpo
 from conftest import ROOT
 from data import problem
@@ -135,11 +137,15 @@ def dpo_args(**kw):
 def test_one_step_on_known_programs_and_tests(tiny_policy, tokenizer, monkeypatch):
     """Programs: a + b, a - b, no code, a + b + 0; tests: add(1,2)==3, add(2,0)==2, none, add(5,5)==11
     (wrong: nothing passes it). Pass graph [[1,1,0], [0,1,0], [0,0,0], [1,1,0]]: a + b is chosen (lowest
-    index of the top two), 'no code' (lowest score) rejected; no efficiency pair (the two a + b run in
-    ~0.1 ms: under EFFICIENCY_MIN_S); the LoRA weights move; the hidden tests give the reward (2 of 4
-    programs pass both) and a Spearman of the score with them."""
+    index of the top two), 'no code' (lowest score) rejected; no efficiency pair (the two a + b do equal
+    work: their measured costs are set to 0.1 ms each, since on a loaded machine two runs of the same
+    program can differ by more than EFFICIENCY_MIN_S); the LoRA weights move; the hidden tests give the
+    reward (2 of 4 programs pass both) and a Spearman of the score with them."""
     calls = []
     monkeypatch.setattr(rollout, "sample", forced_sampler(calls))
+    run_many = sandbox.run_many
+    monkeypatch.setattr(sandbox, "run_many", lambda jobs, **k: [
+        dataclasses.replace(r, cost_s=1e-4) if r.cost_s is not None else r for r in run_many(jobs, **k)])
     lora = [p for n, p in tiny_policy.named_parameters() if "lora_" in n and ".coder." in n]
     before = [p.detach().clone() for p in lora]
     opt = torch.optim.AdamW(lora, lr=1e-2)
