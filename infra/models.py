@@ -283,10 +283,29 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
         raise ModelError(f"cannot load model '{name}' from {path}{hint}: {str(e).splitlines()[0]}") from None
     if quant != "4bit":
         model.to(device)
+    elif device == "cpu":
+        cpu_training_4bit(model)
     if device == "cpu" and not autocast and dtype == torch.float32:
         cpu_linear.install(model)  # the frozen float32 linears through oneDNN: the same product, ~2x faster
     model.generation_config.pad_token_id = tok.pad_token_id
     return (with_autocast(model, device) if autocast else model), tok
+
+
+def cpu_training_4bit(model) -> None:
+    """Keep bitsandbytes' 4-bit layers on a CPU in their training layout.
+
+    On a CPU with AVX512-BF16 (an Intel Xeon), Linear4bit.forward repacks its weight into an inference-only
+    layout the first time it runs in eval mode without gradients (rollout.sample does exactly that); from then on
+    every call takes bitsandbytes' inference kernel, which adds the bias in place and has no backward, so
+    the loss pass raises "a view of a leaf Variable ... in-place operation" (bitsandbytes 0.50.2,
+    nn/modules.py Linear4bit.forward and autograd/_functions.py matmul_4bit). Training needs the one layout
+    that has a backward: turn the repacking off on every 4-bit layer (our choice; sampling stays correct,
+    just without that kernel)."""
+    from bitsandbytes.nn import Linear4bit
+
+    for m in model.modules():
+        if isinstance(m, Linear4bit):
+            m.support_avx512bf16_for_cpu = False
 
 
 @contextmanager
