@@ -115,6 +115,8 @@ def main():
     from infra import models
 
     args = train.get_args(train_flags + ["--device", a.device])
+    from fast import fixed_decode
+    fixed_decode.GRAPH = args.cuda_graph  # --cuda-graph, as TrainingRun.setup honours it (CUDA only)
     quant = models.default_quant(a.device) if a.quant == "auto" else a.quant
     cuda = a.device == "cuda"
     tok = models.load_tokenizer(str(models.embedded_folder()))

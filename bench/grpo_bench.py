@@ -198,7 +198,8 @@ def fix_lengths(policy, tok, lengths):
 
 
 def our_decode(policy, tok, problem):
-    """A function T -> the 8 (GROUP) completions of `problem` forced to T tokens by our loop, inside
+    """A function T -> the 8 (GROUP) completions of `problem` forced to T tokens by our sampler (the one
+    rollout.sample picks: decode.decode on a CPU, fast/fixed_decode.py on CUDA), inside
     cpu_linear.sampling_weights where the tree has it (as rollout.sample runs it). Returns it with the prompt's
     encoding; call it under torch.no_grad with the policy in eval mode and its adapter set."""
     import contextlib
@@ -212,11 +213,14 @@ def our_decode(policy, tok, problem):
         sampling_weights = lambda *a: contextlib.nullcontext()  # noqa: E731
 
     enc = rollout.encode_prompts(tok, [coder.messages(problem, None)], next(policy.parameters()).device)
+    sampler = decode.decode
+    if enc.input_ids.is_cuda:  # the sampler rollout.sample runs on CUDA (fixed shapes; --cuda-graph: one graph a step)
+        from fast import fixed_decode
+        sampler = fixed_decode.decode_fixed
 
     def run(T):
         with sampling_weights(policy, GROUP):
-            return decode.decode(policy, enc.input_ids, enc.attention_mask, GROUP, T, tok.eos_token_id, TEMPERATURE,
-                                 TOP_P, T)
+            return sampler(policy, enc.input_ids, enc.attention_mask, GROUP, T, tok.eos_token_id, TEMPERATURE, TOP_P, T)
     return run, enc
 
 
@@ -262,7 +266,12 @@ def worker_ours(a, two_roles: bool) -> dict:
              "--codes-per-plan": M, "--max-plan-tokens": a.plan_tokens, "--max-code-tokens": a.code_tokens,
              "--beta": BETA, "--temperature": TEMPERATURE, "--top-p": TOP_P, "--lr": LR, "--lora-r": LORA_R,
              "--lora-alpha": LORA_ALPHA, "--sandbox-timeout": SANDBOX_TIMEOUT_S}
-    args = train.get_args([str(x) for kv in flags.items() for x in kv])
+    args = train.get_args([str(x) for kv in flags.items() for x in kv] + (["--cuda-graph"] if a.cuda_graph else []))
+    try:  # as TrainingRun.setup does: the sampler's token step as one CUDA graph (CUDA only)
+        from fast import fixed_decode
+        fixed_decode.GRAPH = args.cuda_graph
+    except ImportError:  # an earlier tree
+        pass
     base, tok = models.load_base(a.model, a.device, "none", a.dtype)
     weights = sum(p.numel() * p.element_size() for p in base.parameters())
     policy = models.add_role_adapters(base, models.ROLES, args.lora_r, args.lora_alpha)
@@ -356,6 +365,7 @@ def launch(system: str, lengths: str, a) -> dict:
            ("trl" if system == "trl" else "ours"), "--tree", str(tree), "--lengths", lengths, "--model", a.model,
            "--dtype", a.dtype, "--device", a.device, "--steps", str(a.steps), "--warmup", str(a.warmup), "--code-tokens", str(a.code_tokens),
            "--plan-tokens", str(a.plan_tokens)] + (["--quick"] if a.quick else []) + \
+        (["--cuda-graph"] if a.cuda_graph and system != "trl" else []) + \
         (["--decode"] if system == "ours" and lengths == "forced" else [])
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
     if p.returncode != 0:
@@ -427,6 +437,7 @@ def main():
     ap.add_argument("--code-tokens", type=int, default=128, help="token budget (forced: length) of every code completion")
     ap.add_argument("--plan-tokens", type=int, default=48, help="forced length of every plan (ours2role)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 8 tokens, 1 rep, 1 step, no warm-up")
+    ap.add_argument("--cuda-graph", action="store_true", help="our sampler's token step as a CUDA graph (train.py's flag)")
     ap.add_argument("--trl-python", default=sys.executable, help="a python that can import trl")
     ap.add_argument("--worker", choices=["ours", "trl", "ours2role"], help=argparse.SUPPRESS)
     ap.add_argument("--tree", default=str(ROOT), help=argparse.SUPPRESS)
