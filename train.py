@@ -77,7 +77,7 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     per problem. corpus: a retriever.Corpus for --retrieval corpus. Returns (metrics: plain floats, no
     tensors; samples: the first plan and code of each problem).
     """
-    clock = progress.Clock(next(policy.parameters()).device)
+    clock = progress.Clock(next(policy.parameters()).device, sync=getattr(args, "profile", False))  # --profile: CUDA waits
     t0 = time.perf_counter()
     forest = tree.build(problems, args.roles, tree_sizes(args), partial(roles.sample, policy, tok, args, clock),  # 1
                         partial(run_programs, args, clock), args.sandbox_timeout, debug_rounds=1, corpus=corpus,

@@ -235,7 +235,7 @@ def step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict, lis
     """One CodeDPO step on B problems (module docstring: self-generation, self-validation, pairs, loss);
     train.grpo_step's signature and metrics keys. Function problems only: an I/O problem has no
     `assert` tests to write, so it gives no pair (its programs still count in the reward)."""
-    clock = progress.Clock(next(policy.parameters()).device)
+    clock = progress.Clock(next(policy.parameters()).device, sync=getattr(args, "profile", False))  # --profile: CUDA waits
     t0 = time.perf_counter()
     n_c, n_t = args.dpo_programs or args.num_plans * args.codes_per_plan, args.dpo_tests
     policy.set_adapter("coder")

@@ -268,7 +268,7 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
     (StepCoder's reward is the compiler's feedback only).
     Returns (metrics of plain floats, samples: the first program of each problem).
     """
-    clock = progress.Clock(next(policy.parameters()).device)
+    clock = progress.Clock(next(policy.parameters()).device, sync=getattr(args, "profile", False))  # --profile: CUDA waits
     t0 = time.perf_counter()
     critic = policy.critic
     start(policy)

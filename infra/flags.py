@@ -218,7 +218,7 @@ def get_args(argv, baselines: dict):
     a("--eval-every", type=int, default=10, help="evaluate at step 0, every N steps and at the end")
     a("--eval-limit", type=int, default=None, help="only the first N held-out problems")
     a("--report-to", default="none", choices=trackers.KINDS, help="also log to (JSONL is always written)")
-    a("--profile", action="store_true", help="print seconds per phase of a step at the end")
+    a("--profile", action="store_true", help="print seconds per phase of a step at the end (on CUDA each phase then waits for its kernels)")
     args = ap.parse_args(argv)
     if args.recipe in RECIPES:  # the recipe's values become the defaults: a flag given explicitly still wins
         ap.set_defaults(**RECIPES[args.recipe])

@@ -28,19 +28,22 @@ def peak_rss_gib() -> float:
 class Clock:
     """Seconds spent per phase of a step (`--profile`, metrics `time_<phase>_s`).
 
-    On CUDA it synchronises before reading the time, so a phase is charged for its own kernels.
+    sync (--profile) on CUDA: wait for the device before reading the time, so that a phase is charged for its own
+    kernels. Without it nothing waits (a wait per micro-batch would stall the GPU's queue): a phase's seconds are
+    then the host's, and kernels it queued may be charged to a later phase; the step's total is right either
+    way (the step ends by reading its loss, which waits for every kernel).
     """
 
-    def __init__(self, device):
-        self.cuda, self.s = torch.device(device).type == "cuda", {}
+    def __init__(self, device, sync: bool = False):
+        self.sync, self.s = sync and torch.device(device).type == "cuda", {}
 
     @contextmanager
     def __call__(self, phase: str):
-        if self.cuda:
+        if self.sync:
             torch.cuda.synchronize()
         t = time.perf_counter()
         yield
-        if self.cuda:
+        if self.sync:
             torch.cuda.synchronize()
         self.s[phase] = self.s.get(phase, 0.0) + time.perf_counter() - t
 

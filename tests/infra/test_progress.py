@@ -1,5 +1,6 @@
 """The run's stage bars and ETA (infra/progress.py): the guess, its correction by timed steps, bars that never nest."""
 import pytest
+import torch
 from tqdm import tqdm
 
 import train
@@ -111,3 +112,33 @@ def test_a_paused_bar_goes_on_in_a_new_one_that_counts_the_step(monkeypatch):
         if step == 2:
             break
     assert [(b.n, b.disable) for b in made] == [(1, True)] and run.stages["sft coder"]["done"] == 1
+
+
+def test_the_phase_clock_waits_for_cuda_only_under_profile(monkeypatch):
+    """Catches: the clock calling torch.cuda.synchronize around every phase (every micro-batch of the loss pass) in
+    every run, stalling the GPU's queue; only --profile asks for phase times charged to their own kernels."""
+    waits = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: waits.append(1))
+    for clock, expected in ((progress.Clock("cuda"), 0), (progress.Clock("cuda", sync=True), 2),
+                            (progress.Clock("cpu", sync=True), 0)):
+        with clock("sandbox"):
+            pass
+        assert len(waits) == expected and set(clock.s) == {"sandbox"}
+        waits.clear()
+
+
+def test_a_grpo_step_times_its_phases_with_waits_only_under_profile(monkeypatch, tiny_policy, tokenizer):
+    """train.grpo_step builds its clock with sync = --profile."""
+    class Reached(Exception):
+        pass
+
+    seen = []
+
+    def clock(device, sync=False):
+        seen.append(sync)
+        raise Reached
+    monkeypatch.setattr(progress, "Clock", clock)
+    for flags in ([], ["--profile"]):
+        with pytest.raises(Reached):
+            train.grpo_step(tiny_policy, tokenizer, [], train.get_args(flags), None)
+    assert seen == [False, True]
