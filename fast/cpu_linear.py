@@ -30,6 +30,7 @@ packed copy of the weights while it lasts (513 MiB for SmolLM2-135M in float32).
 import ctypes
 import gc
 import os
+import sys
 from contextlib import contextmanager
 
 import torch
@@ -142,9 +143,20 @@ def native_bf16() -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
+def bf16_runs() -> bool:
+    """Whether oneDNN can multiply bfloat16 on this CPU at all (natively or emulated: it needs AVX-512 at least);
+    without it its bf16 product raises "could not create a primitive descriptor"."""
+    return available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 def use_bf16(setting: str) -> bool:
     """--sft-products: 'bfloat16' yes, 'float32' no, 'auto' where oneDNN runs here and the CPU has native bf16
-    (native_bf16), where bf16 products are faster than float32 ones (docs/speed.md#the-frozen-products-in-bf16---sft-products)."""
+    (native_bf16), where bf16 products are faster than float32 ones (docs/speed.md#the-frozen-products-in-bf16---sft-products).
+    'bfloat16' on a CPU whose oneDNN has no bf16 product (bf16_runs): float32, and one line says so."""
+    if setting == "bfloat16" and not bf16_runs():
+        print("--sft-products bfloat16: oneDNN has no bfloat16 product on this CPU (no AVX-512); "
+              "the products stay float32", file=sys.stderr)
+        return False
     return setting == "bfloat16" or (setting == "auto" and available() and native_bf16())
 
 

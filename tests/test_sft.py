@@ -33,6 +33,8 @@ def test_micro_batched_sft_step_equals_the_full_batch(tiny_policy, tokenizer, ro
     twice, the padding of a short part entering the loss, bf16 asked for and not used (or used unasked)."""
     if routed and not cpu_linear.install(tiny_policy):
         pytest.skip("oneDNN's linear is not available in this torch build")
+    if routed and products == "bfloat16" and not cpu_linear.bf16_runs():
+        pytest.skip("oneDNN has no bfloat16 product on this CPU (no AVX-512)")
     problems = data.load("train")[:5]
     args = train.get_args(["--sft-steps", "1", "--sft-batch", "5", "--micro-batch", "2", "--sft-lr", "0",
                            "--max-grad-norm", "1e9", "--sft-products", products])
@@ -86,8 +88,18 @@ def test_sft_products_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch):
     for has_onednn, native, want in [(True, True, True), (True, False, False), (False, True, False)]:
         monkeypatch.setattr(cpu_linear, "available", lambda: has_onednn)
         monkeypatch.setattr(cpu_linear, "native_bf16", lambda: native)
+        monkeypatch.setattr(cpu_linear, "bf16_runs", lambda: True)
         assert cpu_linear.use_bf16("auto") is want
         assert cpu_linear.use_bf16("bfloat16") and not cpu_linear.use_bf16("float32")
+
+
+def test_sft_products_bfloat16_where_onednn_has_no_bf16_product_stays_float32(monkeypatch, capsys):
+    """--sft-products bfloat16 on a CPU without AVX-512 (oneDNN raised "could not create a primitive descriptor"
+    in the first SFT step): float32 products, and one line on stderr says so."""
+    monkeypatch.setattr(cpu_linear, "bf16_runs", lambda: False)
+    assert cpu_linear.use_bf16("bfloat16") is False
+    assert capsys.readouterr().err == ("--sft-products bfloat16: oneDNN has no bfloat16 product on this CPU (no "
+                                       "AVX-512); the products stay float32\n")
 
 
 def test_sft_steps_run_in_train_mode_and_the_mode_is_put_back(tiny_policy, tokenizer, monkeypatch):
