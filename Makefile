@@ -15,6 +15,12 @@ train: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests $(ARGS)
 
+# What bench/gpu_check.sh --bundle .gpu needs on a lent GPU machine with its own torch and nothing else of ours
+# (docs/gpu.md#on-a-lent-machine): the pinned wheels, bitsandbytes' CUDA 13.0 build, the tokenizer; no weights (26 MiB).
+.PHONY: gpu-bundle
+gpu-bundle: $(VENV)/.installed
+	PYTHON=$(PY) bash bench/gpu_bundle.sh .gpu
+
 # The tests that convert and load Gemma 3 270M's weights (tests/gemma: ~1 GB loaded twice, ~3-6 min on 2 cores);
 # `make test` skips them to keep CI within its time (docs/running.md#the-second-model-gemma3-270m).
 .PHONY: test-gemma

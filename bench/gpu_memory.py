@@ -28,7 +28,8 @@ memory_allocated after it and after adding the adapters; max_memory_allocated du
 during the gradient step alone (the loss pass), and max_memory_reserved (what the caching allocator held,
 closer to what nvidia-smi shows).
 CPU: the process's VmRSS after load and VmHWM (peak RSS) after the step, both including
-Python, torch and the libraries (about 0.4 GiB).
+Python, torch and the libraries (about 0.4 GiB). Then the seconds of each phase of the step (on CUDA host times
+unless --profile is given: progress.Clock) and a last line, "CHECK ...", the summary bench/gpu_check.sh shows.
 """
 import argparse
 import math
@@ -176,10 +177,18 @@ def main():
           f"x {args.codes_per_plan} codes; {plans}per code {m['code_tokens']:.0f}; {m['time_step_s']:.1f} s")
     print("loss-pass micro-batches: " + ", ".join(f"{role} {counts.get(role, 0)}" for role in args.roles))
     print(f"loss {m['loss']:.6f}, gradient norm {m['grad_norm']:.6f}, skipped updates {m['skipped_updates']}")
+    print("seconds per phase: " + ", ".join(f"{k[5:-2]} {v:.2f}" for k, v in m.items()
+                                            if k.startswith("time_") and k != "time_step_s"))
     missing = [role for role in args.roles if not counts.get(role)]
     print(f"{'memory':32} {'GiB':>7}")
     for name, gib in rows:
         print(f"{name:32} {gib:7.3f}")
+    peaks = dict(rows)
+    peak = (f"peak {peaks['peak during step, allocated']:.2f} GiB allocated, "
+            f"{peaks['peak during step, reserved']:.2f} reserved" if cuda else
+            f"peak RSS {peaks['peak during step, peak RSS']:.2f} GiB")
+    print(f"CHECK {peak}; {m['time_step_s']:.1f} s; loss {m['loss']:.4g}, grad norm {m['grad_norm']:.4g}, "
+          f"skipped {m['skipped_updates']}")
     if missing:
         sys.exit(f"error: the loss pass ran no micro-batch of {', '.join(missing)}: "
                  "the peak is not the training step's")

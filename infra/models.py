@@ -259,6 +259,7 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
     if device == "cuda":  # what float32 runs there (the LoRA weights, the log-softmax's sums): TF32 matmuls,
         torch.backends.cuda.matmul.allow_tf32 = True  # 10-bit mantissa products, float32 sums (our choice)
         torch.backends.cudnn.allow_tf32 = True
+        expandable_segments()
     path = resolve(name)
     autocast = choose_dtype(device, dtype) == "autocast"
     dtype = compute_dtype(device, dtype)
@@ -289,6 +290,18 @@ def load_base(name: str, device: str = "cpu", quant: str | None = None, dtype: s
         cpu_linear.install(model)  # the frozen float32 linears through oneDNN: the same product, ~2x faster
     model.generation_config.pad_token_id = tok.pad_token_id
     return (with_autocast(model, device) if autocast else model), tok
+
+
+def expandable_segments() -> bool:
+    """Let CUDA's caching allocator grow its segments (expandable_segments:True) unless the user configured it
+    (PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF): the loss pass frees and allocates blocks of many sizes, and
+    without it freed blocks that no later tensor fits stay reserved (our choice, after PyTorch's notes on CUDA
+    memory management; docs/gpu.md#the-budget-estimated-from-per-token-costs). Returns whether it set it."""
+    if os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"):
+        return False
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None)  # torch >= 2.9; before: the CUDA one
+    (setter or torch.cuda.memory._set_allocator_settings)("expandable_segments:True")
+    return True
 
 
 def cpu_training_4bit(model) -> None:

@@ -32,12 +32,14 @@ def test_gpu_memory_small_on_cpu():
     assert "loss-pass micro-batches: planner 1, coder 4" in out
     loss = re.search(r"loss (\S+), gradient norm (\S+), skipped updates (\d+)", out)  # a NaN pass would not pass
     assert loss and math.isfinite(float(loss[1])) and float(loss[2]) > 0 and loss[3] == "0", out
-    table = out.split("GiB\n", 1)[1].splitlines()  # "<what>   <GiB>" rows after the header
+    table, check = out.split("GiB\n", 1)[1].splitlines()[:-1], out.splitlines()[-1]  # "<what>   <GiB>" rows, CHECK
     gib = {name: float(v) for name, v in (row.rsplit(maxsplit=1) for row in table)}
     weights, loaded = gib["weights (get_memory_footprint)"], gib["after load, RSS"]
     peak = gib["peak during step, peak RSS"]
     assert 0 < weights < 0.05  # ~3.2M float32 parameters (the 49152 x 64 embedding, tied) = 0.012 GiB
     assert weights < loaded <= peak < 4
+    assert check == (f"CHECK peak RSS {peak:.2f} GiB; {float(re.search(r'codes; .*; ([0-9.]+) s', out)[1]):.1f} s; "
+                     f"loss {float(loss[1]):.4g}, grad norm {float(loss[2]):.4g}, skipped 0")  # gpu_check.sh's summary
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")

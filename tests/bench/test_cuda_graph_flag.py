@@ -18,10 +18,19 @@ class Reached(Exception):
 def test_gpu_memory_honours_cuda_graph(monkeypatch):
     """Catches: bench/gpu_memory.py accepting --cuda-graph (a train.py flag) but sampling eagerly: the flag was set
     only by TrainingRun.setup, so the GPU check's memory row never measured the graph sampler."""
+    import decode
     import gpu_memory
+    import rollout
     import train
+    import update
     from fast import fixed_decode
 
+    # main() replaces these module attributes for its one step (fix_lengths, spread_results, the counters): the
+    # monkeypatch puts them back after the test
+    for module, name in ((rollout, "sample"), (decode, "next_tokens"), (decode, "decode"), (fixed_decode, "next_tokens"),
+                         (fixed_decode, "decode_fixed"), (train, "run_programs"), (update, "scorer"),
+                         (update, "gradient_step")):
+        monkeypatch.setattr(module, name, getattr(module, name))
     seen = []
 
     def grpo_step(*a, **k):

@@ -56,3 +56,28 @@ def test_a_4bit_model_that_sampled_trains_like_one_that_did_not(tiny_4bit):
     fresh_grads, fresh_logp = coder_grads(tiny_4bit()[0], r)
     assert torch.isfinite(logp).all() and torch.equal(logp, fresh_logp)
     assert all(torch.equal(a, b) for a, b in zip(grads, fresh_grads)) and any(g.abs().sum() > 0 for g in grads)
+
+
+def test_cuda_loads_set_expandable_segments_unless_configured(monkeypatch):
+    """load_base on CUDA sets the allocator's expandable segments, and leaves a user's own setting alone."""
+    settings = []
+    monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", settings.append)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+
+    class Reached(Exception):
+        pass
+
+    def resolve(name):
+        raise Reached
+    monkeypatch.setattr(models, "resolve", resolve)
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32  # load_base sets them on CUDA
+    try:
+        with pytest.raises(Reached):
+            models.load_base("m", "cuda", "none")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+    assert settings == ["expandable_segments:True"]
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")
+    assert models.expandable_segments() is False and settings == ["expandable_segments:True"]
