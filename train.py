@@ -244,7 +244,7 @@ def sft_stage(run: TrainingRun, log: trackers.RunLog) -> None:
         except ValueError as e:
             raise TrainingError(str(e)) from None
         log.metrics.flush()
-        distributed.broadcast_params(run.lora)  # torchrun: SFT ran on every rank (the same batches)
+        distributed.broadcast_params(run.lora, run.optimizer)  # torchrun: SFT ran on every rank (the same batches)
         if done < run.args.sft_steps:  # stopped at a safe point within the role
             run.state["sft_step"] = done
             run.stop_here(f"sft-{len(run.state['sft_done'])}-{done:06d}", f"{role} SFT step {done}")

@@ -90,11 +90,18 @@ def reduce_grads(params: list, bad: bool) -> bool:
     return flags[-1] > 0
 
 
-def broadcast_params(params: list):
-    """Rank 0's initial LoRA weights on every rank (the same seed gives them too; this makes sure)."""
+def broadcast_params(params: list, optimizer=None):
+    """Rank 0's LoRA weights on every rank (at the start the same seed gives them too; this makes sure), and with
+    `optimizer` its state of them too (AdamW's moments): after the cold-start SFT, which every rank runs on the
+    same batches, the ranks' GPUs may round differently, and weights made equal with moments left apart would
+    drift apart again in the GRPO steps."""
     if on():
         for p in params:
             dist.broadcast(p.data, 0)
+            state = optimizer.state.get(p, {}) if optimizer is not None else {}
+            for t in state.values():
+                if isinstance(t, torch.Tensor) and t.dim() > 0:  # the moments; the step count is a 0-dim scalar
+                    dist.broadcast(t, 0)
 
 
 def gather(obj) -> list:

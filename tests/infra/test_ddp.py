@@ -10,7 +10,7 @@ import torch
 
 import data
 from conftest import ROOT
-from infra import checkpoint
+from infra import checkpoint, distributed
 
 FLAGS = ["--steps", "2", "--sft-steps", "0", "--problems-per-step", "2", "--num-plans", "2", "--codes-per-plan", "2",
          "--max-plan-tokens", "4", "--max-code-tokens", "4", "--lora-r", "4", "--lr", "1e-2", "--workers", "1"]
@@ -131,3 +131,22 @@ def test_workers_default_shares_the_cores_among_the_ranks_of_a_node(monkeypatch)
     assert train.get_args([]).workers == 4 and train.get_args(["--workers", "3"]).workers == 3
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "16")
     assert train.get_args([]).workers == 1
+
+
+def test_after_sft_rank_0_broadcasts_the_weights_and_adams_moments(monkeypatch):
+    """Catches: SFT under torchrun making the ranks' weights equal but leaving each rank's AdamW moments as its own
+    GPU rounded them (the GRPO steps then move the weights apart again)."""
+    p, q = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.AdamW([p, q], lr=0.1)
+    p.grad = torch.full((3,), 0.5)
+    opt.step()  # q got no gradient: no state
+    sent = []
+    monkeypatch.setattr(distributed, "on", lambda: True)
+    monkeypatch.setattr(distributed.dist, "broadcast", lambda t, src: sent.append((t.data_ptr(), src)))
+    distributed.broadcast_params([p, q], opt)
+    st = opt.state[p]
+    assert sent == [(p.data_ptr(), 0), (st["exp_avg"].data_ptr(), 0), (st["exp_avg_sq"].data_ptr(), 0),
+                    (q.data_ptr(), 0)]
+    sent.clear()
+    distributed.broadcast_params([p, q])  # at the start: weights only
+    assert sent == [(p.data_ptr(), 0), (q.data_ptr(), 0)]
