@@ -33,10 +33,11 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 
 @torch.no_grad()
-def end_ids(eos_id, device) -> tuple[int, torch.Tensor]:
-    """eos_id (an int, or a list of the ids that end a row) -> (the id that pads, every ending id as a tensor [E])."""
+def end_ids(eos_id, device) -> tuple[int, torch.Tensor, list[int]]:
+    """eos_id (an int, or a list of the ids that end a row) -> (the id that pads, every ending id as a tensor [E]
+    on `device`, and as a list on the host)."""
     ids = [eos_id] if isinstance(eos_id, int) else list(eos_id)
-    return ids[0], torch.tensor(ids, device=device)
+    return ids[0], torch.tensor(ids, device=device), ids
 
 
 def decode(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id: int, temperature: float = 1.0,
@@ -51,7 +52,7 @@ def decode(model, input_ids, attention_mask, n: int, max_new_tokens: int, eos_id
     log softmax(z)_x of each sampled token, 0 after the row's end). Runs the model as it is (train or eval
     mode); the caller sets eval mode and the adapter.
     """
-    eos_id, ends = end_ids(eos_id, input_ids.device)  # the padding id, every id that ends a row [E]
+    eos_id, ends, _ = end_ids(eos_id, input_ids.device)  # the padding id, every id that ends a row [E]
     N = input_ids.shape[0] * n
     tokens = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=input_ids.device)
     logp = torch.zeros(N, max_new_tokens, device=input_ids.device)

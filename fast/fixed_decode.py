@@ -42,8 +42,7 @@ def decode_fixed(model, input_ids, attention_mask, n: int, max_new_tokens: int, 
     host every `check_every` steps on the rows still running. graph: capture the step as a CUDA graph (CUDA only)."""
     B, P = input_ids.shape
     N, dev = B * n, input_ids.device
-    end_list = [eos_id] if isinstance(eos_id, int) else list(eos_id)  # on the host: the stop test reads it
-    eos_id, ends = decode.end_ids(end_list, dev)  # the padding id, every id that ends a row [E]
+    eos_id, ends, end_list = decode.end_ids(eos_id, dev)  # the padding id, every ending id [E] (and on the host)
     tokens = torch.full((N, max_new_tokens), eos_id, dtype=torch.long, device=dev)
     logp = torch.zeros(N, max_new_tokens, device=dev)
     step = Step.prefill(model, input_ids, attention_mask, n, max_new_tokens)  # the cache and mask bookkeeping
@@ -80,15 +79,15 @@ def decode_fixed(model, input_ids, attention_mask, n: int, max_new_tokens: int, 
     return tokens[:, :T], logp[:, :T]
 
 
-def stop_test(new: list, host: list, end: list, start: int, stopped, eos_id) -> list:
+def stop_test(new: list, host: list, end: list, start: int, stopped, end_list: list) -> list:
     """The host's part of the loop, every check_every steps: new [N][k + 1] (the k new tokens of each row, then
     its done flag) extends host [N][...]; end[i] gets the step row i ended at: the first step from `start` at
-    which stopped() matches its tokens, else its first EOS (stopped runs once on every open row, then again
+    which stopped() matches its tokens, else its first id of end_list (stopped runs once on every open row, then again
     only on the rows that matched, to find where). Returns the rows the stop rule ended now."""
     rows = [i for i in range(len(host)) if end[i] is None]  # the rows open before these steps
     for i, row in enumerate(new):
         host[i].extend(row[:-1])
-    ends = {eos_id} if isinstance(eos_id, int) else set(eos_id)  # every id that ends a row
+    ends = set(end_list)  # every id that ends a row
     eos = {i: next(s for s in range(start, len(host[i])) if host[i][s] in ends)  # done on the device: an EOS
            for i in rows if new[i][-1]}  # among the new
     matched = []
