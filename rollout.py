@@ -128,11 +128,10 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
     temperature 1, as `logprobs` scores the same tokens).
     """
     device = next(policy.parameters()).device
-    prompts = prompt_texts(tok, chats)
     head = heads(tok, chats)  # None, or the plain format's begun replies (a base model)
     if head is not None:  # a base model's reply also ends where it starts the next turn
         stop = f"(?:{stop})|{models.TURN_END}" if stop else models.TURN_END
-    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    enc = encode_prompts(tok, chats, device)
     P = enc.input_ids.shape[1]
     ends = end_ids(tok, policy)  # [tokenizer's EOS, the generation config's others]
     was_training = policy.training
@@ -162,8 +161,7 @@ def sample(policy, tok, chats: list, n: int, max_new_tokens: int, temperature: f
 def from_texts(tok, chats: list, completions: list, device="cpu") -> Rollout:
     """Teacher-forced rollout (cold-start SFT): each completion + EOS after its chat prompt (in the plain format,
     the part of the completion the prompt already began, heads, is not repeated)."""
-    prompts = prompt_texts(tok, chats)
-    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    enc = encode_prompts(tok, chats, device)
     P = enc.input_ids.shape[1]
     head = heads(tok, chats) or [""] * len(chats)
     completions = [c[len(h):] if h and c.startswith(h) else c for c, h in zip(completions, head)]
