@@ -105,3 +105,32 @@ def program_reward(result, kind: str = "pass_rate") -> float:
     if kind == "shaped":
         return result.pass_rate + SHAPED_CLEAN * no_error(result) + SHAPED_ALL * (result.verdict == "passed")
     raise ValueError(f"unknown reward '{kind}': use pass_rate, all_pass or shaped")
+
+
+def dynamic_keep(rewards: torch.Tensor, cap: int) -> list[int]:
+    """DAPO's dynamic sampling (Yu et al. 2025, sec. 3.2: "over-sample and filter out prompts with the accuracy
+    equal to 1 and 0"): the first `cap` problems, in batch order, whose programs' rewards r [B, 1, programs]
+    have a spread (max > min). A problem without one has every advantage of its tree 0 (no program beats
+    another, so no plan does), so it would only add its tokens to the loss's normaliser. --dynamic-sampling N
+    draws N x --problems-per-step problems and keeps problems-per-step of them (verl's DAPO recipe with one
+    generation batch: gen_batch_size = N x train_batch_size; our choice: no second round of sampling).
+
+    >>> dynamic_keep(torch.tensor([[[0., 0.]], [[0., 1.]], [[1., 1.]], [[.5, 1.]], [[0., .5]]]), 2)
+    [1, 3]
+    """
+    flat = rewards.flatten(1)  # [B, programs]
+    spread = (flat.amax(1) > flat.amin(1)).tolist()
+    return [b for b, s in enumerate(spread) if s][:cap]
+
+
+def only_problems(forest, credit: dict, keep: list) -> dict:
+    """credit ({role: tree.Credit}) with every node of a problem not in `keep` out of the loss: advantage 0, not
+    valid (so not in the loss's normaliser either). The rewards and metrics of the step still see them."""
+    out = {}
+    for role, c in credit.items():
+        kept = torch.tensor([forest.nodes[i].problem in keep for i in forest.of(role)], dtype=torch.bool)
+        if len(kept) != len(c.adv):  # a role whose credit rows are not its tree nodes: left as it is
+            out[role] = c
+            continue
+        out[role] = type(c)(c.adv * kept, c.valid & kept, c.reward, c.frac_zero_std)
+    return out

@@ -68,7 +68,9 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     2. rewards        reward.step_rewards: the sandbox's results -> r [B, 1, programs per problem] (Result.pass_rate),
                       written back into the forest's program nodes
     3. credit         tree.advantages -> grpo.tree_advantages: a node is worth the mean (or max) of the
-                      valid programs below it, its advantage is normalised among its siblings
+                      valid programs below it, its advantage is normalised among its siblings;
+                      --dynamic-sampling N (DAPO): of N x the problems drawn, only the first B / N whose programs'
+                      rewards differ stay in the loss (reward.dynamic_keep, reward.only_problems)
     4. gradient step  update.gradient_step: each role's loss and backward (update.role_backward -> grpo.grpo_loss),
                       then one clipped AdamW step on every adapter (skipped when anything is non-finite)
     5. metrics        step_metrics: plain floats for metrics.jsonl, the first plan and program of each problem
@@ -85,11 +87,18 @@ def grpo_step(policy, tok, problems, args, optimizer, corpus=None) -> tuple[dict
     rewards = reward.step_rewards(forest, problems, args, clock)  # 2: [B, 1, programs per problem]
     credit = tree.advantages(forest, args.planner_credit, args.scale_rewards == "group",  # 3
                              args.coder_baseline, args.debug_reward, args.debug_gamma, args.credit_temperature)
+    kept = None
+    if getattr(args, "dynamic_sampling", 1) > 1:  # DAPO: only problems whose programs' rewards differ
+        kept = reward.dynamic_keep(rewards, len(problems) // args.dynamic_sampling)
+        credit = reward.only_problems(forest, credit, kept)
     frozen = getattr(args, "frozen_roles", ())  # --schedule sequential: the role its stage does not train
     update_metrics = update.gradient_step(policy, forest, {r: c for r, c in credit.items() if r not in frozen},  # 4
                                           args, optimizer, clock)
     step_s = time.perf_counter() - t0
-    return step_metrics(forest, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
+    m, samples = step_metrics(forest, problems, rewards, credit, update_metrics, clock, step_s, args)  # 5
+    if kept is not None:  # --dynamic-sampling: how many of the drawn problems entered the loss
+        m["dynamic_kept"], m["dynamic_drawn"] = len(kept), len(problems)
+    return m, samples
 
 
 def run_programs(args, clock, jobs: list) -> list:
@@ -265,8 +274,8 @@ def grpo_stage(run: TrainingRun, log: trackers.RunLog) -> None:
         evaluate(run, log, 0)
     for step in progress.bar(range(state["step"] + 1, args.steps + 1), "grpo", total=args.steps,
                              initial=state["step"], disable=not run.main_rank):  # a resume goes on
-        batch = checkpoint.batch_at(run.problems, state["consumed"], min(args.problems_per_step, len(run.problems)),
-                                    args.seed)
+        drawn = args.problems_per_step * getattr(args, "dynamic_sampling", 1)  # --dynamic-sampling N: N x as many
+        batch = checkpoint.batch_at(run.problems, state["consumed"], min(drawn, len(run.problems)), args.seed)
         k = len(batch) // run.world  # this rank's slice: whole groups, never split
         mine = batch[run.rank * k:(run.rank + 1) * k]
         m, samples = training_step(run.policy, run.tok, mine, args, run.optimizer, run.corpus)  # THE training step

@@ -143,6 +143,9 @@ def get_args(argv, baselines: dict):
     a("--credit-temperature", type=float, default=0.5,
       help="T of --planner-credit softmax: sum_j softmax(s/T)_j s_j (0.5: the authors' release)")
     a("--mask-truncated", action="store_true", help="leave completions without EOS out of the loss")
+    a("--dynamic-sampling", type=int, default=1, metavar="N",
+      help="DAPO's dynamic sampling: draw N x --problems-per-step problems a step and train on the first "
+           "problems-per-step whose programs' rewards differ (reward.dynamic_keep; 1: off)")
     a("--roles", "--train-roles", dest="roles", default=None,
       help="a chain of roles (roles.CHAINS): planner,coder (CoRe-Code, the default with --algo grpo) | coder "
            "(single-agent GRPO: G*M codes per problem; the only chain of the other --algo arms) | planner,coder,debugger "
@@ -234,6 +237,8 @@ def get_args(argv, baselines: dict):
         args.roles = roles.parse_chain(args.roles or ("planner,coder" if args.algo == "grpo" else "coder"))
     except ValueError as e:
         ap.error(str(e))
+    if args.dynamic_sampling < 1 or args.dynamic_sampling > 1 and args.algo != "grpo":
+        ap.error("--dynamic-sampling N: N >= 1 (1: off), and only with --algo grpo")
     if args.schedule == "sequential" and (args.algo != "grpo" or list(args.roles) != ["planner", "coder"]):
         ap.error("--schedule sequential trains a Planner, then a Coder: it needs --algo grpo and --roles planner,coder")
     args.model = base_model([args.init] if args.init else [], args.model, "--init")  # the run's own base
