@@ -1,10 +1,10 @@
-"""The 4-bit base on a CPU trains after it has sampled, also on a CPU with AVX512-BF16 (models.cpu_training_4bit)."""
+"""infra/device_settings.py: the 4-bit base on a CPU trains after it has sampled (also on a CPU with AVX512-BF16), CUDA loads set expandable segments."""
 import pytest
 import torch
 
 import rollout
 from conftest import tiny_base
-from infra import models
+from infra import device_settings, models
 
 
 @pytest.fixture
@@ -80,4 +80,4 @@ def test_cuda_loads_set_expandable_segments_unless_configured(monkeypatch):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     assert settings == ["expandable_segments:True"]
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")
-    assert models.expandable_segments() is False and settings == ["expandable_segments:True"]
+    assert device_settings.expandable_segments() is False and settings == ["expandable_segments:True"]
