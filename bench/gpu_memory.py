@@ -112,7 +112,7 @@ def main():
         sys.exit("error: --device cuda but torch sees no CUDA GPU (on CPU: --device cpu --small)")
     import data  # after the device check, so that it fails within a second
     import train
-    from grpo_bench import fix_lengths  # bench/ is on sys.path: this file's folder
+    from forced_lengths import fix_lengths  # bench/ is on sys.path: this file's folder
     from infra import models
 
     args = train.get_args(train_flags + ["--device", a.device])

@@ -45,15 +45,15 @@ forced and natural; decode within 3x of the bandwidth limit.
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # this folder: forced_lengths
+from forced_lengths import fix_lengths  # noqa: E402
 
 GROUP = 8  # completions per problem and step, every system
 LORA_R, LORA_ALPHA, BETA, LR, TEMPERATURE, TOP_P, SANDBOX_TIMEOUT_S = 16, 32, 0.04, 2e-4, 1.0, 0.95, 4.0
@@ -96,105 +96,6 @@ def read_bandwidth_gbs(device: str = "cpu", gib: float = 1.0, reps: int = 5) -> 
         x.sum().item()  # .item() waits for the GPU too
         best = min(best, time.perf_counter() - t)
     return x.numel() * 4 / best / 1e9
-
-
-def length_processor(lengths, eos_id: int):
-    """A transformers LogitsProcessor for `generate` (TRL, the earlier code): row i of the batch gets EOS
-    forbidden before lengths[i] - 1 new tokens and forced at that position."""
-    import torch
-    from transformers import LogitsProcessor
-
-    class ForceLengths(LogitsProcessor):
-        def __init__(self):
-            self.start = None
-
-        def __call__(self, input_ids, scores):
-            self.start = input_ids.shape[1] if self.start is None else self.start
-            t = input_ids.shape[1] - self.start  # new tokens so far
-            L = torch.tensor(lengths, device=scores.device)[:scores.shape[0]]  # [N]
-            scores[t < L - 1, eos_id] = float("-inf")
-            at = t == L - 1
-            scores[at] = float("-inf")
-            scores[at, eos_id] = 0.0
-            return scores
-    return ForceLengths()
-
-
-def force_lengths_on_generate(model, lengths, eos_id: int):
-    """Every `model.generate` call gets length_processor (a fresh one per call)."""
-    from transformers import LogitsProcessorList
-
-    generate = model.generate
-
-    def forced(*args, **kwargs):
-        kwargs["logits_processor"] = LogitsProcessorList([length_processor(lengths, eos_id)])
-        return generate(*args, **kwargs)
-    model.generate = forced
-
-
-def force_lengths_on_decode(lengths, eos_id: int):
-    """The same rule for our sampler: decode.next_tokens sees the logits of the rows still running only, so
-    the rows are tracked here as decode.decode drops them (a row leaves when it samples EOS)."""
-    import torch
-
-    import decode
-
-    state = {}
-    real_next, real_decode = decode.next_tokens, decode.decode
-
-    def next_tokens(logits, temperature, top_p):
-        rows, t = state["rows"], state["t"]
-        L = torch.tensor(lengths, device=logits.device)[rows]  # [A]
-        logits[t < L - 1, eos_id] = float("-inf")
-        at = t == L - 1
-        logits[at] = float("-inf")
-        logits[at, eos_id] = 0.0
-        x = real_next(logits, temperature, top_p)
-        state["rows"], state["t"] = rows[x != eos_id], t + 1
-        return x
-
-    def decode_(model, input_ids, attention_mask, n, *args, **kwargs):
-        state.update(rows=torch.arange(input_ids.shape[0] * n, device=input_ids.device), t=0)
-        return real_decode(model, input_ids, attention_mask, n, *args, **kwargs)
-    decode.next_tokens, decode.decode = next_tokens, decode_
-    try:  # the fixed-shape sampler (CUDA) of this tree: every row every step, so row i is row i
-        from fast import fixed_decode
-    except ImportError:
-        return
-    real_fixed_next, real_fixed = fixed_decode.next_tokens, fixed_decode.decode_fixed
-
-    def fixed_next(logits, temperature, top_p):
-        L, t = torch.tensor(lengths, device=logits.device), state["t"]  # [N]
-        logits[t < L - 1, eos_id] = float("-inf")
-        logits[t == L - 1] = float("-inf")
-        logits[t == L - 1, eos_id] = 0.0
-        state["t"] = t + 1
-        return real_fixed_next(logits, temperature, top_p)
-
-    def fixed_(*args, **kwargs):
-        state["t"] = 0
-        return real_fixed(*args, **kwargs)
-    fixed_decode.next_tokens, fixed_decode.decode_fixed = fixed_next, fixed_
-
-
-def fix_lengths(policy, tok, lengths):
-    """rollout.sample with every completion's length fixed: lengths None = forced to the whole budget
-    (min_new_tokens = max_new_tokens), else the natural list (per row, EOS at the end); no stop pattern.
-    Works on this tree (decode.py) and on an earlier one whose sampler is `generate`."""
-    import rollout
-
-    sample = rollout.sample
-    own_loop = hasattr(rollout, "decode")
-    if lengths is not None:
-        if own_loop:
-            force_lengths_on_decode(lengths, tok.eos_token_id)
-        else:
-            force_lengths_on_generate(policy, lengths, tok.eos_token_id)
-
-    def fixed(policy, tok, chats, n, max_new_tokens, *rest, **kw):
-        kw = {**kw, "stop": None, "min_new_tokens": max_new_tokens if lengths is None else 0}
-        return sample(policy, tok, chats, n, max_new_tokens, *rest, **kw)
-    rollout.sample = fixed  # train.grpo_step looks it up at call time
 
 
 def our_decode(policy, tok, problem):
@@ -295,64 +196,6 @@ def worker_ours(a, two_roles: bool) -> dict:
     return out
 
 
-def worker_trl(a) -> dict:
-    """The same work through TRL's GRPOTrainer; a callback times each optimisation step."""
-    import torch
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    import coder
-    import data
-    import sandbox
-    from infra import models
-
-    problem = data.load("train")[0]
-
-    def reward(prompts, completions, **kwargs):  # conversational: completions[i] = [{"role", "content"}]
-        jobs = [problem.sandbox_job(coder.program(problem, coder.extract_code(c[-1]["content"])), SANDBOX_TIMEOUT_S)
-                for c in completions]
-        return [r.pass_rate for r in sandbox.run_many(jobs, workers=os.cpu_count())]
-
-    steps, cpu, tokens = [], [], []
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            self.t, self.c = time.perf_counter(), time.process_time()
-
-        def on_step_end(self, args, state, control, **kw):
-            steps.append(time.perf_counter() - self.t)
-            cpu.append(time.process_time() - self.c)
-
-        def on_log(self, args, state, control, logs=None, **kw):  # logging_steps=1: one log per step
-            if logs and "completions/mean_length" in logs:
-                tokens.append(logs["completions/mean_length"] * GROUP)
-
-    n = a.warmup + a.steps
-    natural = a.lengths == "natural"
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(a.dtype, torch.float32)
-    with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig(
-            output_dir=out, num_generations=GROUP, per_device_train_batch_size=GROUP, gradient_accumulation_steps=1,
-            max_completion_length=a.code_tokens, generation_kwargs={"min_new_tokens": 0 if natural else a.code_tokens},
-            beta=BETA, num_iterations=1, temperature=TEMPERATURE, top_p=TOP_P, learning_rate=LR,
-            use_cpu=a.device == "cpu", bf16=dtype == torch.bfloat16, fp16=False, report_to="none", logging_steps=1, max_steps=n,
-            save_strategy="no", disable_tqdm=True, seed=0, model_init_kwargs={"dtype": dtype})
-        trainer = GRPOTrainer(
-            model=models.resolve(a.model), reward_funcs=reward, args=config,
-            train_dataset=Dataset.from_list([{"prompt": coder.messages(problem, None)}] * n),
-            peft_config=LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, target_modules=models.LORA_TARGETS,
-                                   task_type="CAUSAL_LM"),
-            callbacks=[Timer()])
-        if natural:
-            force_lengths_on_generate(trainer.model, natural_lengths(a), trainer.processing_class.eos_token_id)
-        weights_dtype = str(next(trainer.model.get_base_model().parameters()).dtype).removeprefix("torch.")
-        trainer.train()
-    return dict(step_s=steps[a.warmup:], cpu_s=cpu[a.warmup:], tokens=tokens[a.warmup:], phases=[], peak_rss_gib=peak_memory_gib(a.device),
-                dtype=weights_dtype)
-
-
 def natural_lengths(a) -> list:
     return quick_lengths(NATURAL, a.code_tokens) if a.quick else list(NATURAL)
 
@@ -447,7 +290,11 @@ def main():
         a.reps, a.steps, a.warmup, a.code_tokens, a.plan_tokens = 1, 1, 0, 8, 8
     if a.worker:  # inside a fresh subprocess, on the code of --tree: one JSON line on stdout
         sys.path.insert(0, a.tree)
-        r = worker_trl(a) if a.worker == "trl" else worker_ours(a, two_roles=a.worker == "ours2role")
+        if a.worker == "trl":
+            from trl_worker import worker_trl  # bench/: the same work through TRL's GRPOTrainer
+            r = worker_trl(a)
+        else:
+            r = worker_ours(a, two_roles=a.worker == "ours2role")
         print(json.dumps(r))
         return
 
