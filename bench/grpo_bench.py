@@ -292,7 +292,10 @@ def main():
         sys.path.insert(0, a.tree)
         if a.worker == "trl":
             from trl_worker import worker_trl  # bench/: the same work through TRL's GRPOTrainer
-            r = worker_trl(a)
+            r = worker_trl(a, argparse.Namespace(
+                group=GROUP, beta=BETA, temperature=TEMPERATURE, top_p=TOP_P, lr=LR, lora_r=LORA_R,
+                lora_alpha=LORA_ALPHA, sandbox_timeout_s=SANDBOX_TIMEOUT_S, peak_memory_gib=peak_memory_gib,
+                natural=natural_lengths(a) if a.lengths == "natural" else None))
         else:
             r = worker_ours(a, two_roles=a.worker == "ours2role")
         print(json.dumps(r))
