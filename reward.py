@@ -5,6 +5,7 @@ correct code (--efficiency-weight; grpo.efficiency_bonus, or the authors' releas
 release), on each program's cost measured outside its run (sandbox.Result.cost_s / cost_mb).
 docs/algorithm.md#the-reward.
 """
+import dataclasses
 from contextlib import nullcontext
 
 import torch
@@ -132,5 +133,5 @@ def only_problems(forest, credit: dict, keep: list) -> dict:
         if len(kept) != len(c.adv):  # a role whose credit rows are not its tree nodes: left as it is
             out[role] = c
             continue
-        out[role] = type(c)(c.adv * kept, c.valid & kept, c.reward, c.frac_zero_std)
+        out[role] = dataclasses.replace(c, adv=c.adv * kept, valid=c.valid & kept)
     return out

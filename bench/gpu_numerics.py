@@ -80,8 +80,8 @@ def check_sampler(policy, tok, a) -> tuple[bool, str]:
     import rollout
     from fast import fixed_decode
 
-    enc = tok(rollout.prompt_texts(tok, chats()), return_tensors="pt", padding=True, add_special_tokens=False)
-    ids, attn = enc.input_ids.to(a.device), enc.attention_mask.to(a.device)
+    enc = rollout.encode_prompts(tok, chats(), a.device)
+    ids, attn = enc.input_ids, enc.attention_mask
     ends = rollout.end_ids(tok, policy)
     policy.eval()
 
@@ -95,11 +95,11 @@ def check_sampler(policy, tok, a) -> tuple[bool, str]:
         names = ("decode.py", "fixed_decode eager")
         (x, tx), (y, ty) = timed(run(decode.decode), "cpu"), timed(run(fixed_decode.decode_fixed), "cpu")
     same = x.shape == y.shape and torch.equal(x, y)
-    steps = max(1, x.shape[1])
-    print(f"greedy, {ids.shape[0]} prompts x 2 rows, {x.shape[1]} token steps: {names[0]} {1e3 * tx / steps:.2f} ms "
-          f"a step, {names[1]} {1e3 * ty / max(1, y.shape[1]):.2f} ms a step")
-    return same, (f"tokens {'identical' if same else 'DIFFER'}; {names[0]} {1e3 * tx / steps:.2f} ms/step, "
-                  f"{names[1]} {1e3 * ty / max(1, y.shape[1]):.2f} ms/step ({tx / max(ty, 1e-9):.2f}x)")
+    ms_x, ms_y = 1e3 * tx / max(1, x.shape[1]), 1e3 * ty / max(1, y.shape[1])  # ms per token step
+    print(f"greedy, {ids.shape[0]} prompts x 2 rows, {x.shape[1]} token steps: {names[0]} {ms_x:.2f} ms "
+          f"a step, {names[1]} {ms_y:.2f} ms a step")
+    return same, (f"tokens {'identical' if same else 'DIFFER'}; {names[0]} {ms_x:.2f} ms/step, "
+                  f"{names[1]} {ms_y:.2f} ms/step ({tx / max(ty, 1e-9):.2f}x)")
 
 
 def check_numerics(policy, tok, args, a) -> tuple[bool, str]:

@@ -15,6 +15,16 @@ class Reached(Exception):
     """Raised by a stand-in once it has recorded what it was called with: the rest of the run is not needed."""
 
 
+def graph_seen(seen: list):
+    """A stand-in that records fixed_decode.GRAPH when it is called, then stops the run (Reached)."""
+    from fast import fixed_decode
+
+    def stand_in(*a, **k):
+        seen.append(fixed_decode.GRAPH)
+        raise Reached
+    return stand_in
+
+
 def test_gpu_memory_honours_cuda_graph(monkeypatch):
     """Catches: bench/gpu_memory.py accepting --cuda-graph (a train.py flag) but sampling eagerly: the flag was set
     only by TrainingRun.setup, so the GPU check's memory row never measured the graph sampler."""
@@ -32,11 +42,7 @@ def test_gpu_memory_honours_cuda_graph(monkeypatch):
                          (update, "gradient_step")):
         monkeypatch.setattr(module, name, getattr(module, name))
     seen = []
-
-    def grpo_step(*a, **k):
-        seen.append(fixed_decode.GRAPH)
-        raise Reached
-    monkeypatch.setattr(train, "grpo_step", grpo_step)
+    monkeypatch.setattr(train, "grpo_step", graph_seen(seen))
     monkeypatch.setattr(fixed_decode, "GRAPH", False)
     for flags, graph in ((["--cuda-graph"], True), ([], False)):
         monkeypatch.setattr(sys, "argv", ["gpu_memory.py", "--device", "cpu", "--small", "--problems-per-step", "1",
@@ -62,11 +68,7 @@ def test_grpo_bench_passes_cuda_graph_to_its_workers(monkeypatch):
     assert "--cuda-graph" in cmds[0] and "--cuda-graph" not in cmds[1]  # TRL has no such sampler
 
     seen = []
-
-    def load_base(*a, **k):
-        seen.append(fixed_decode.GRAPH)
-        raise Reached
-    monkeypatch.setattr(models, "load_base", load_base)
+    monkeypatch.setattr(models, "load_base", graph_seen(seen))
     monkeypatch.setattr(fixed_decode, "GRAPH", False)
     with pytest.raises(Reached):
         grpo_bench.worker_ours(Namespace(**{**vars(a), "device": "cpu"}), two_roles=False)
