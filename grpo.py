@@ -41,11 +41,7 @@ Yu et al. 2025, sec. 3.1/3.3; k3 KL estimator: Schulman 2020, "Approximating KL 
     KL_t  = exp(logp_ref_t - logp_t) - (logp_ref_t - logp_t) - 1
     L     = - sum_{seq,t} w_t [ min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A) - beta KL_t ]
 with weights w from `loss_weights` (they sum to 1 over the whole step for 'token' and 'grpo').
-Efficiency reward (`efficiency_bonus`, --efficiency-weight lambda), for program j of problem b
-that passes EVERY test, with t = its CPU seconds measured outside its run (ET, measure/efficiency.py):
-    NET_bj = max(t_bj, floor) / max(t0_b, floor),  t0_b = the reference's t when the record has one,
-                                                    else min t over the fully-passing programs of problem b
-    r_bj  += lambda * min(1, 1 / NET_bj)            (0 for a program that fails a test)
+The efficiency bonus added to a fast correct program's reward is reward.efficiency_bonus.
 """
 import torch
 
@@ -375,34 +371,3 @@ def grpo_loss(logp, old_logp, ref_logp, adv, weights, epsilon=0.2, epsilon_high=
         }
     # END SOLUTION
     return loss, metrics
-
-
-def efficiency_bonus(times: torch.Tensor, passed: torch.Tensor, ref_times: torch.Tensor | None = None,
-                     weight: float = 1.0, floor_s: float = 5e-3) -> torch.Tensor:
-    """Reward bonus for fast correct code: lambda * min(1, 1 / NET) (equation in the module docstring).
-
-    times: [B, ...] CPU seconds of each program (ET: its cost measured outside its run, efficiency.program_cost;
-    ignored where not passed), e.g. [B, G, M];
-    passed: [B, ...] bool, True for a program that passed every test;
-    ref_times: [B] the reference solution's ET on the same tests, NaN where the problem has none; None: no
-    references. Without a reference the normaliser is the fastest fully-passing program of the SAME
-    problem (all its G*M programs: the group). weight: lambda. floor_s: times below it count as equal
-    (efficiency.ET_FLOOR_S: a run's cost below a few ms is mostly measurement noise), so noise earns nothing.
-    Returns [B, ...] bonus in [0, lambda]: lambda for a program as fast as the reference or faster,
-    lambda / 2 at twice its time, 0 for a program that fails a test. Source: NET from EffiBench
-    (Huang et al. 2024); bounded 1 / NET so the bonus never outweighs passing (our choice).
-
-    >>> efficiency_bonus(torch.tensor([[0.01, 0.02, 0.04]]), torch.tensor([[True, True, False]]),
-    ...                  torch.tensor([0.01]), weight=0.5)
-    tensor([[0.5000, 0.2500, 0.0000]])
-    """
-    B = times.shape[0]
-    t = times.clamp(min=floor_s)  # [B, ...]
-    inf = torch.full_like(t, float("inf"))
-    t0 = torch.where(passed, t, inf).reshape(B, -1).amin(1)  # [B] fastest passing program of the problem
-    if ref_times is not None:
-        ref = ref_times.to(t)
-        t0 = torch.where(torch.isfinite(ref), ref.clamp(min=floor_s), t0)  # [B]
-    t0 = t0.view(B, *([1] * (t.dim() - 1)))  # [B, 1, ...]
-    speed = (t0 / t).clamp(max=1.0)  # min(1, 1 / NET)
-    return torch.where(passed, weight * speed, torch.zeros_like(t))

@@ -1,16 +1,21 @@
 """The reward of a program: its pass rate in the sandbox (sandbox.Result.pass_rate: tests passed / tests),
 or 1 only when every test passes (--reward all_pass), or the authors' shaped reward (--reward shaped:
 pass rate + 0.1 if no test errored or timed out + 0.2 if all passed), plus the efficiency bonus for fast
-correct code (--efficiency-weight; grpo.efficiency_bonus, or the authors' released form: --efficiency-reward
+correct code (--efficiency-weight; `efficiency_bonus` below, or the authors' released form: --efficiency-reward
 release), on each program's cost measured outside its run (sandbox.Result.cost_s / cost_mb).
 docs/algorithm.md#the-reward.
+
+The efficiency bonus (`efficiency_bonus`, --efficiency-weight lambda), for program j of problem b
+that passes EVERY test, with t = its CPU seconds measured outside its run (ET, measure/efficiency.py):
+    NET_bj = max(t_bj, floor) / max(t0_b, floor),  t0_b = the reference's t when the record has one,
+                                                    else min t over the fully-passing programs of problem b
+    r_bj  += lambda * min(1, 1 / NET_bj)            (0 for a program that fails a test)
 """
 import dataclasses
 from contextlib import nullcontext
 
 import torch
 
-import grpo
 from measure import efficiency, scoring
 
 
@@ -50,7 +55,7 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
     pass_rate, all_pass, shaped: program_reward. --efficiency-weight lambda > 0 adds, for a
     program that passes every test (efficiency.program_cost: ET = cost_s, MU = cost_mb, measured outside
     the run, the empty program's fixed cost subtracted):
-        net       grpo.efficiency_bonus: lambda * min(1, 1 / NET), NET = ET over the reference's (ref_times:
+        net       efficiency_bonus: lambda * min(1, 1 / NET), NET = ET over the reference's (ref_times:
                   [B] seconds, NaN where a problem has none) or, without one, over the fastest fully-passing
                   program of the same problem (floor efficiency.ET_FLOOR_S)
         release   lambda * (0.1 exp(-3 ET) + 0.1 exp(-0.1 MU)) (efficiency.release_bonus; lambda = 1: the release's)
@@ -65,9 +70,40 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
             bonus = efficiency.release_bonus(t, mu).to(r.dtype)
             r = r + torch.where(ok, args.efficiency_weight * bonus, torch.zeros_like(r))
         else:
-            r = r + grpo.efficiency_bonus(t, ok, ref_times, args.efficiency_weight, floor_s=efficiency.ET_FLOOR_S)
+            r = r + efficiency_bonus(t, ok, ref_times, args.efficiency_weight, floor_s=efficiency.ET_FLOOR_S)
     return r
 
+
+
+def efficiency_bonus(times: torch.Tensor, passed: torch.Tensor, ref_times: torch.Tensor | None = None,
+                     weight: float = 1.0, floor_s: float = 5e-3) -> torch.Tensor:
+    """Reward bonus for fast correct code: lambda * min(1, 1 / NET) (the equation in the module docstring).
+
+    times: [B, ...] CPU seconds of each program (ET: its cost measured outside its run, efficiency.program_cost;
+    ignored where not passed), e.g. [B, G, M];
+    passed: [B, ...] bool, True for a program that passed every test;
+    ref_times: [B] the reference solution's ET on the same tests, NaN where the problem has none; None: no
+    references. Without a reference the normaliser is the fastest fully-passing program of the SAME
+    problem (all its G*M programs: the group). weight: lambda. floor_s: times below it count as equal
+    (efficiency.ET_FLOOR_S: a run's cost below a few ms is mostly measurement noise), so noise earns nothing.
+    Returns [B, ...] bonus in [0, lambda]: lambda for a program as fast as the reference or faster,
+    lambda / 2 at twice its time, 0 for a program that fails a test. Source: NET from EffiBench
+    (Huang et al. 2024); bounded 1 / NET so the bonus never outweighs passing (our choice).
+
+    >>> efficiency_bonus(torch.tensor([[0.01, 0.02, 0.04]]), torch.tensor([[True, True, False]]),
+    ...                  torch.tensor([0.01]), weight=0.5)
+    tensor([[0.5000, 0.2500, 0.0000]])
+    """
+    B = times.shape[0]
+    t = times.clamp(min=floor_s)  # [B, ...]
+    inf = torch.full_like(t, float("inf"))
+    t0 = torch.where(passed, t, inf).reshape(B, -1).amin(1)  # [B] fastest passing program of the problem
+    if ref_times is not None:
+        ref = ref_times.to(t)
+        t0 = torch.where(torch.isfinite(ref), ref.clamp(min=floor_s), t0)  # [B]
+    t0 = t0.view(B, *([1] * (t.dim() - 1)))  # [B, 1, ...]
+    speed = (t0 / t).clamp(max=1.0)  # min(1, 1 / NET)
+    return torch.where(passed, weight * speed, torch.zeros_like(t))
 
 def release(args) -> bool:
     """--efficiency-reward release: the authors' exponential form instead of ours (NET)."""

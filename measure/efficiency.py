@@ -34,7 +34,7 @@ Our choices, with reasons:
   memory_profiler samples) are NOT reported: the sandbox records one peak per test, not a trace over
   time, and most tests end before a sampler's first sample; MU x time would only be an upper bound.
 """
-ET_FLOOR_S = 5e-3  # CPU seconds; grpo.efficiency_bonus uses the same floor (tests/measure/test_efficiency.py)
+ET_FLOOR_S = 5e-3  # CPU seconds; reward.efficiency_bonus uses the same floor (tests/measure/test_efficiency.py)
 MU_FLOOR_MB = 1.0  # MiB
 SLOW_NET = 2.0  # "slow" program: NET > SLOW_NET
 

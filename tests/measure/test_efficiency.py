@@ -1,4 +1,4 @@
-"""measure/efficiency.py (EffiBench's ET / NET / MU / NMU) and grpo.efficiency_bonus on hand-made sandbox results.
+"""measure/efficiency.py (EffiBench's ET / NET / MU / NMU) and reward.efficiency_bonus on hand-made sandbox results.
 Results are stand-ins with sandbox.Result's cost fields (SimpleNamespace), so these tests do not run the
 sandbox; tests/sandboxing/test_sandbox_cost.py runs it."""
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import grpo
+import reward
 from measure import efficiency as eff
 
 
@@ -106,11 +106,11 @@ def test_efficiency_bonus_by_hand():
     t = torch.tensor([[[0.010, 0.020, 0.005]], [[0.003, 0.006, 0.0001]], [[0.001, 0.004, 0.008]]])
     ok = torch.tensor([[[True, True, True]], [[True, True, True]], [[False, True, True]]])
     ref = torch.tensor([0.010, float("nan"), float("nan")])
-    got = grpo.efficiency_bonus(t, ok, ref, weight=0.5, floor_s=1e-3)
+    got = reward.efficiency_bonus(t, ok, ref, weight=0.5, floor_s=1e-3)
     want = torch.tensor([[[0.5, 0.25, 0.5]], [[0.5 / 3, 0.5 / 6, 0.5]], [[0.0, 0.5, 0.25]]])
     assert got.shape == (3, 1, 3) and torch.allclose(got, want, atol=1e-6)
-    assert torch.equal(grpo.efficiency_bonus(t, torch.zeros_like(ok)), torch.zeros_like(t))  # nothing passes
-    assert torch.allclose(grpo.efficiency_bonus(t, ok, None, weight=0.5, floor_s=1e-3)[0],
+    assert torch.equal(reward.efficiency_bonus(t, torch.zeros_like(ok)), torch.zeros_like(t))  # nothing passes
+    assert torch.allclose(reward.efficiency_bonus(t, ok, None, weight=0.5, floor_s=1e-3)[0],
                           torch.tensor([[0.25, 0.125, 0.5]]))
 
 
@@ -118,4 +118,4 @@ def test_bonus_and_metric_share_one_floor():
     """The reward must not chase differences the metric calls noise. Catches: the two floors drifting apart."""
     import inspect
 
-    assert inspect.signature(grpo.efficiency_bonus).parameters["floor_s"].default == eff.ET_FLOOR_S
+    assert inspect.signature(reward.efficiency_bonus).parameters["floor_s"].default == eff.ET_FLOOR_S

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import grpo
+import reward
 import sandbox
 from measure import efficiency
 from sandboxing import cost, forgers
@@ -100,7 +100,7 @@ def test_no_forger_is_cheaper_than_the_honest_program(name):
     assert forged_s >= TOLERANCE * honest_s, (name, forged_s, honest_s)
     net = efficiency.ratio(forged_s, honest_s, efficiency.ET_FLOOR_S)
     assert net >= TOLERANCE, (name, net)
-    bonus = grpo.efficiency_bonus(torch.tensor([[forged_s, honest_s]]), torch.tensor([[True, True]]),
+    bonus = reward.efficiency_bonus(torch.tensor([[forged_s, honest_s]]), torch.tensor([[True, True]]),
                                   torch.tensor([honest_s]))
     assert bonus[0, 0] <= bonus[0, 1] / TOLERANCE, (name, bonus)
     mb = honest_runs[0].cost_mb  # the time term alone: a fraction of a MiB apart is noise (memory: the 200 MiB test)
