@@ -13,7 +13,7 @@ train: $(VENV)/.installed
 	$(PY) train.py $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests $(ARGS)
+	$(PY) -m pytest -q --durations=20 tests $(ARGS)  # the 20 slowest tests listed at the end
 
 # What bench/gpu_check.sh --bundle .gpu needs on a lent GPU machine with its own torch and nothing else of ours
 # (docs/gpu.md#on-a-lent-machine): the pinned wheels, bitsandbytes' CUDA 13.0 build, the tokenizer; no weights (26 MiB).
