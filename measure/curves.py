@@ -99,16 +99,22 @@ def rolling(values: list, window: int = SMOOTH) -> list:
     return out
 
 
+def drawn(run: dict, m: dict) -> int:
+    """The problems one GRPO step line drew and rolled out: problems per step, or with --dynamic-sampling N its
+    dynamic_drawn (N x as many: all are sampled and judged, only the kept enter the loss)."""
+    return m.get("dynamic_drawn", run["config"].get("problems_per_step", 0))
+
+
 def compute(run: dict) -> dict:
-    """What a run had: GRPO steps, problems drawn (steps x problems per step), distinct problems seen, seconds of
+    """What a run had: GRPO steps, problems drawn (the sum of `drawn`), distinct problems seen, seconds of
     GRPO steps (evaluation not counted), and the sampled tokens (per step: plans x mean plan tokens + programs x
-    mean code tokens, from the first rollout's means: an estimate)."""
+    mean code tokens, from the first rollout's means, for every problem drawn: an estimate)."""
     c, rows = run["config"], run["grpo"]
     plans = c.get("num_plans", 0) if "planner" in (c.get("roles") or []) else 0
     codes = c.get("num_plans", 0) * (c.get("codes_per_plan") or 4)
-    per = c.get("problems_per_step", 0)
-    tokens = sum(per * (plans * (m.get("plan_tokens") or 0) + codes * (m.get("code_tokens") or 0)) for m in rows)
-    return {"steps": len(rows), "drawn": len(rows) * per, "seen": run["seen"][-1] if run["seen"] else 0,
+    tokens = sum(drawn(run, m) * (plans * (m.get("plan_tokens") or 0) + codes * (m.get("code_tokens") or 0))
+                 for m in rows)
+    return {"steps": len(rows), "drawn": sum(drawn(run, m) for m in rows), "seen": run["seen"][-1] if run["seen"] else 0,
             "grpo_s": sum(m.get("time_step_s", 0.0) for m in rows), "tokens": tokens}
 
 
@@ -155,13 +161,13 @@ def markdown(runs: list) -> str:
     out = ["| run | step | problems drawn | distinct seen | dev pass@1 % [95 % CI] | solved | by set | p vs step 0 |",
            "|---|---|---|---|---|---|---|---|"]
     for run in runs:
-        per = run["config"].get("problems_per_step", 0)
         first = run["evals"][0] if run["evals"] else None
         for m in run["evals"]:
             p, step = dev_point(m), m["step"]
             seen = run["seen"][step - 1] if 0 < step <= len(run["seen"]) else 0
             solved = f"{p['solved']:.2f}" if isinstance(p["solved"], float) else p["solved"]
-            out.append(f"| {run['name']} | {step} | {step * per} | {seen} | {100 * p['pass1']:.1f} "
+            upto = sum(drawn(run, g) for g in run["grpo"] if g["step"] <= step)  # problems drawn by this step
+            out.append(f"| {run['name']} | {step} | {upto} | {seen} | {100 * p['pass1']:.1f} "
                        f"[{100 * p['lo']:.1f}, {100 * p['hi']:.1f}] | {solved} / {p['n']} | {by_set(m)} | "
                        f"{paired(first, m) if step else ''} |")
     out += ["", "| run | GRPO steps | problems drawn | distinct seen | seconds of steps | sampled tokens (est.) |",

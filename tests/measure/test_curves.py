@@ -13,15 +13,17 @@ from measure import curves, stats
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(path: Path, roles: list, evals: list, samples: list, crash: bool = False) -> Path:
+def _run(path: Path, roles: list, evals: list, samples: list, crash: bool = False, dynamic: int | None = None) -> Path:
     """A run folder as train.py writes it: 3 GRPO steps of 2 problems (plans 10 tokens, programs 20), the eval
-    lines given as (step, solved task ids of 4), the samples' task ids per step."""
+    lines given as (step, solved task ids of 4), the samples' task ids per step; dynamic: each step's
+    dynamic_drawn (--dynamic-sampling)."""
     path.mkdir(parents=True)
     (path / "config.json").write_text(json.dumps({"roles": roles, "num_plans": 2, "codes_per_plan": 4,
                                                   "problems_per_step": 2}))
     lines = [{"phase": "eval", "step": 0, "eval_pass@1": len(evals[0]) / 4, "eval_problems": 4, "eval_solved": evals[0]}]
     lines += [{"phase": "grpo", "step": s, "reward": 0.1 * s, "plan_tokens": 10.0 if "planner" in roles else None,
-               "code_tokens": 20.0, "time_step_s": 5.0} for s in (1, 2, 3)]
+               "code_tokens": 20.0, "time_step_s": 5.0, **({"dynamic_drawn": dynamic} if dynamic else {})}
+              for s in (1, 2, 3)]
     lines += [{"phase": "eval", "step": 3, "eval_pass@1": len(evals[1]) / 4, "eval_problems": 4, "eval_solved": evals[1]}]
     text = "".join(json.dumps(m) + "\n" for m in lines)
     (path / "metrics.jsonl").write_text(text + ('{"phase": "grpo", "st' if crash else ""))  # a line cut by a crash
@@ -49,6 +51,15 @@ def test_table_of_two_runs_by_hand(tmp_path):
     assert "| core | 3 | 6 | 5 | 15 | 1,080 |" in md and "| coder | 3 | 6 | 4 | 15 | 960 |" in md
     assert "coder vs core: p = 1.00" in md and "sft" not in md
     assert (tmp_path / "curves.png").stat().st_size > 10_000 and "wrote" in out
+
+
+def test_dynamic_sampling_counts_every_problem_drawn(tmp_path):
+    """--dynamic-sampling 2 with 2 problems a step draws and samples 4 a step: 12 problems by step 3 (not 3 x 2 = 6),
+    and 4 problems x 8 programs x 20 tokens x 3 steps = 1,920 sampled tokens (not 960)."""
+    _run(tmp_path / "dapo", ["coder"], [["a"], ["b"]], [["p1", "p2"], ["p3", "p4"], ["p5", "p6"]], dynamic=4)
+    curves.render([tmp_path])
+    md = (tmp_path / "curves.md").read_text()
+    assert "| dapo | 3 | 12 | 6 | 25.0 " in md and "| dapo | 3 | 12 | 6 | 15 | 1,920 |" in md
 
 
 def test_no_run_with_steps_is_one_line(tmp_path):
