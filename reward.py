@@ -70,13 +70,12 @@ def rewards_of(results, shape, args, ref_times=None) -> torch.Tensor:
             bonus = efficiency.release_bonus(t, mu).to(r.dtype)
             r = r + torch.where(ok, args.efficiency_weight * bonus, torch.zeros_like(r))
         else:
-            r = r + efficiency_bonus(t, ok, ref_times, args.efficiency_weight, floor_s=efficiency.ET_FLOOR_S)
+            r = r + efficiency_bonus(t, ok, ref_times, args.efficiency_weight)  # floor: efficiency.ET_FLOOR_S
     return r
 
 
-
 def efficiency_bonus(times: torch.Tensor, passed: torch.Tensor, ref_times: torch.Tensor | None = None,
-                     weight: float = 1.0, floor_s: float = 5e-3) -> torch.Tensor:
+                     weight: float = 1.0, floor_s: float = efficiency.ET_FLOOR_S) -> torch.Tensor:
     """Reward bonus for fast correct code: lambda * min(1, 1 / NET) (the equation in the module docstring).
 
     times: [B, ...] CPU seconds of each program (ET: its cost measured outside its run, efficiency.program_cost;
@@ -104,6 +103,7 @@ def efficiency_bonus(times: torch.Tensor, passed: torch.Tensor, ref_times: torch
     t0 = t0.view(B, *([1] * (t.dim() - 1)))  # [B, 1, ...]
     speed = (t0 / t).clamp(max=1.0)  # min(1, 1 / NET)
     return torch.where(passed, weight * speed, torch.zeros_like(t))
+
 
 def release(args) -> bool:
     """--efficiency-reward release: the authors' exponential form instead of ours (NET)."""

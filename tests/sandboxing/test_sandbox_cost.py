@@ -101,7 +101,7 @@ def test_no_forger_is_cheaper_than_the_honest_program(name):
     net = efficiency.ratio(forged_s, honest_s, efficiency.ET_FLOOR_S)
     assert net >= TOLERANCE, (name, net)
     bonus = reward.efficiency_bonus(torch.tensor([[forged_s, honest_s]]), torch.tensor([[True, True]]),
-                                  torch.tensor([honest_s]))
+                                    torch.tensor([honest_s]))
     assert bonus[0, 0] <= bonus[0, 1] / TOLERANCE, (name, bonus)
     mb = honest_runs[0].cost_mb  # the time term alone: a fraction of a MiB apart is noise (memory: the 200 MiB test)
     assert efficiency.release_bonus(forged_s, mb) <= efficiency.release_bonus(TOLERANCE * honest_s, mb), name
