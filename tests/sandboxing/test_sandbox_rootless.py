@@ -318,6 +318,20 @@ def test_without_namespaces_an_ordinary_user_is_refused_unless_unsafe(user):
         "capabilities": "yes", "rlimits": "no"}
 
 
+def test_the_harness_sees_what_an_unisolated_program_changes(user):
+    """Catches a harness that cannot fail: with no isolation at all (namespaces off, unsafe), a program that
+    plants a file in the home and one that removes the uid's file in /tmp are each caught, and each blamed on
+    its own case only (one case's snapshot after is the next one's before)."""
+    env = {sandbox.NO_NAMESPACES: "1"}
+    plant = f"def f():\n    open({os.path.join(user.home, 'planted')!r}, 'w').write('x')\n    return 1\n"
+    remove = f"import os\ndef f():\n    os.remove({user.tmp_file!r})\n    return 1\n"
+    cases = [[name, program, ["assert f() == 1"], {"timeout_s": 1.0}]
+             for name, program in (("plants", plant), ("removes", remove), ("harmless", "def f():\n    return 1\n"))]
+    out = user.run(cases, env=env, unsafe=True)
+    assert [(c["verdict"], c["changes"]) for c in out] == [
+        ("passed", [os.path.join(user.home, "planted")]), ("passed", [user.tmp_file]), ("passed", [])]
+
+
 def test_root_without_namespaces_keeps_a_leased_uid_and_kills_by_uid(user):
     """Root where no namespace can be made (a container without CAP_SYS_ADMIN, forced here):
     refused unless unsafe; unsafe, the run has a uid of its own, and a detached grandchild it
