@@ -196,6 +196,15 @@ def adapter_roles(chain) -> list:
     return [r for r in roles.ROLES if r in chain or r in models.ROLES]
 
 
+def init_roles(chain: list[str], init: str) -> list[str]:
+    """The adapters --init copies from an earlier run: each role of the chain with an adapter of its own
+    (models.ROLES; models.init_role_adapters raises ModelError when the run lacks it), and every other adapter
+    the policy has that the run saved. So a single-agent run from an SFT keeps the SFT's Planner, and its folder
+    is still a whole Planner -> Coder system; a role the earlier run did not have (a new Debugger) starts fresh."""
+    return [r for r in adapter_roles(chain)
+            if r in chain and r in models.ROLES or (Path(init) / "adapters" / r).exists()]
+
+
 def load_policy(run: TrainingRun) -> None:
     """The base model with one LoRA adapter per role (--init: an earlier run's), the same weights on every
     rank, AdamW on the adapters, and a checkpoint's adapters, optimizer and RNG (--resume)."""
@@ -203,9 +212,8 @@ def load_policy(run: TrainingRun) -> None:
     base, run.tok = models.load_base(args.model, run.device, run.quant, args.dtype)
     run.policy = models.add_role_adapters(base, adapter_roles(args.roles), args.lora_r, args.lora_alpha,
                                           gradient_checkpointing=args.gradient_checkpointing)
-    if args.init and not run.ckpt:  # a role the earlier run did not have (a new Debugger) starts fresh
-        models.init_role_adapters(run.policy, args.init, [r for r in args.roles if r in models.ROLES or
-                                                          (Path(args.init) / "adapters" / r).exists()])
+    if args.init and not run.ckpt:
+        models.init_role_adapters(run.policy, args.init, init_roles(args.roles, args.init))
     if "retriever" in args.roles and args.retrieval == "corpus":
         run.corpus = retriever.Corpus(run.problems, exclude=run.eval_problems)
     run.lora = [p for n, p in run.policy.named_parameters() if "lora_" in n]  # every role's adapter

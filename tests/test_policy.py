@@ -164,6 +164,30 @@ def test_init_copies_a_runs_adapters(tiny_policy, tokenizer, tmp_path):
         models.init_role_adapters(fresh, tmp_path / "nothing", ["planner"])
 
 
+def test_a_single_agent_run_from_init_keeps_the_earlier_planner(tokenizer, monkeypatch, tmp_path):
+    """train.py --roles coder --init SFT: both adapters come from the SFT's folder (the Coder to train, the
+    Planner kept as it was), so the single agent's folder is still a whole Planner -> Coder system. Catches:
+    the Planner left as a fresh adapter (B = 0: the base model's plans), which a later plan-mode evaluation or
+    --init of that folder would take for the SFT's."""
+    from conftest import tiny_base
+    from infra import checkpoint, models
+
+    monkeypatch.setattr(models, "load_base", lambda *a, **k: (tiny_base(tokenizer), tokenizer))
+    sft = models.add_role_adapters(tiny_base(tokenizer), ["planner", "coder"], r=4, alpha=8)
+    for n, p in sft.named_parameters():  # each role's B its own constant: a swap or a fresh adapter shows
+        if "lora_B" in n:
+            p.data = torch.full_like(p, 0.01 if ".planner." in n else 0.02)
+    checkpoint.save_adapters(sft, tmp_path / "sft")
+    args = train.get_args(["--roles", "coder", "--lora-r", "4", "--lora-alpha", "8"])
+    args.init = str(tmp_path / "sft")
+    assert train.init_roles(args.roles, args.init) == ["planner", "coder"]
+    run = train.TrainingRun(args, 0, 1, "cpu", "none", tmp_path / "run", None, checkpoint.fresh_state())
+    train.load_policy(run)
+    want, got = lora_state(sft), lora_state(run.policy)
+    assert want.keys() == got.keys() and all(torch.equal(want[n], got[n]) for n in want)
+    assert train.init_roles(["planner", "coder", "debugger"], args.init) == ["planner", "coder"]  # a new Debugger: fresh
+
+
 def test_non_finite_logits_in_one_sample_skip_the_step(tiny_policy, tokenizer, monkeypatch):  # docs/algorithm.md#non-finite-values-reach-the-optimizer
     """One row's log-probs are NaN: the step must be skipped and no weight may move. Catches: a
     nan_to_num / masked sum that hides the NaN, or an optimizer step taken after a NaN gradient."""
