@@ -59,15 +59,16 @@ def windows(run_dir: Path, window: int) -> list[dict]:
     out, last = [], max((m["step"] for m in steps), default=0)
     for first in range(1, last + 1, window):
         w = [m for m in steps if first <= m["step"] < first + window]
-        logged = [s for s in samples if first <= s["step"] < first + window]
-        short = [s for s in logged if plan_steps(s["plan"]) < reference[s["task_id"]]]
-        rest = [s for s in logged if s not in short]
+        short, rest = [], []
+        for s in samples:
+            if first <= s["step"] < first + window:
+                (short if plan_steps(s["plan"]) < reference[s["task_id"]] else rest).append(s)
         passed = lambda ss: mean([s["verdict"] == "passed" for s in ss])  # noqa: E731
         out.append({"first": first, "last": min(first + window - 1, last),
                     **{k: mean([m.get(key) for m in w]) for k, key in [
                         ("plan_tokens", "plan_tokens"), ("entropy", "neg_logp_planner"),
                         ("spread", "plan_reward_std"), ("no_spread", "frac_zero_std_planner")]},
-                    "short": len(short), "logged": len(logged), "passed_short": passed(short), "passed_rest": passed(rest)})
+                    "short": len(short), "logged": len(short) + len(rest), "passed_short": passed(short), "passed_rest": passed(rest)})
     return out
 
 

@@ -60,11 +60,12 @@ def p_def(policy, tok, problems, target, role: str = "coder") -> float:
     return sum(out) / len(out)
 
 
-def scripted_steps(embedded, monkeypatch, flags, word, hits_of, shuffled: bool) -> dict:
+def scripted_steps(embedded, monkeypatch, flags, word, hits_of, shuffled: bool, roles: tuple) -> dict:
     """STEPS GRPO steps (train.grpo_step, the real loop) whose sandbox is replaced by a scripted reward:
     hits_of(calls, target, shuffle) -> one bool a program, in the sandbox's job order (calls: the step's rollouts,
     in order; target: the id of `word`'s first token; shuffle: permutes a list in place, or leaves it); a hit
-    passes (reward 1), any other fails (0). Returns {role: P(target first) under it, before and after each step}."""
+    passes (reward 1), any other fails (0). Returns {role: P(target first) under it, before and after each step}
+    for each of `roles`."""
     policy, tok, init = embedded
     with torch.no_grad():
         for n, p in policy.named_parameters():
@@ -93,7 +94,7 @@ def scripted_steps(embedded, monkeypatch, flags, word, hits_of, shuffled: bool) 
     optimizer = torch.optim.AdamW([p for n, p in policy.named_parameters() if "lora_" in n], lr=args.lr,
                                   weight_decay=0.0)
     torch.manual_seed(0)
-    probs = {role: [p_def(policy, tok, problems, target, role)] for role in ("coder", "planner")}
+    probs = {role: [p_def(policy, tok, problems, target, role)] for role in roles}
     for _ in range(STEPS):
         train.grpo_step(policy, tok, problems, args, optimizer)
         for role in probs:
@@ -111,7 +112,7 @@ def first_token_hits(calls, target, shuffle) -> list:
 
 def train_scripted(embedded, monkeypatch, shuffled: bool) -> list[float]:
     """The Coder rewarded for starting with `def`: P('def' first) under the Coder, before and after each step."""
-    return scripted_steps(embedded, monkeypatch, FLAGS, "def", first_token_hits, shuffled)["coder"]
+    return scripted_steps(embedded, monkeypatch, FLAGS, "def", first_token_hits, shuffled, ("coder",))["coder"]
 
 
 def test_scripted_reward_raises_its_behaviour(embedded, monkeypatch):
@@ -147,7 +148,8 @@ def plan_hits(calls, target, shuffle) -> list:
 def train_planner_scripted(embedded, monkeypatch, shuffled: bool) -> tuple[list[float], list[float]]:
     """Plans rewarded for starting with `1`: P('1' first) under the Planner and under the Coder, before and after
     each step."""
-    probs = scripted_steps(embedded, monkeypatch, PLANNER_FLAGS, "1", plan_hits, shuffled)
+    probs = scripted_steps(embedded, monkeypatch, PLANNER_FLAGS, "1", plan_hits, shuffled,
+                           ("planner", "coder"))
     return probs["planner"], probs["coder"]
 
 
