@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 import roles
 import rollout
+import update
 from fast import cpu_linear
 from infra import progress
 
@@ -83,7 +84,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
     Planner: problem -> reference plan. Coder: problem + reference plan -> reference solution
     (single agent, --roles coder: problem -> solution). Debugger: problem + plan + a failing mutant and
     its visible feedback -> the reference (debugger.sft_target). Batches of --sft-batch pairs (`pairs`)
-    drawn at random; lr --sft-lr, then set back to --lr.
+    drawn at random; lr --sft-lr, then set back to each group's GRPO rate (--lr; the Planner's --planner-lr).
     Loss: mean over target tokens of -log pi(token) (the target's EOS included), over micro-batches of
     --micro-batch pairs (micro_batches). Each step's line: loss, tokens (prompt + target tokens of its
     pairs), positions (what was forwarded, padding included), products (float32, or bfloat16: the frozen base's
@@ -117,7 +118,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
                 part = -(rollout.logprobs(policy, r) * r.mask).sum() / n_tokens
                 part.backward()
                 loss += part.item()
-            torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], args.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(update.params(optimizer), args.max_grad_norm)
             optimizer.step()
             # END SOLUTION
             if log:
@@ -127,7 +128,7 @@ def train(policy, tok, problems, role, args, optimizer, log=None, start: int = 0
                                       "peak_rss_gib": progress.peak_rss_gib()}) + "\n")
             start = i + 1
     for g in optimizer.param_groups:  # AdamW moments carry over into GRPO: same weights, same scale
-        g["lr"] = args.lr
+        g["lr"] = g.get("grpo_lr", args.lr)  # train.param_groups: a group's own GRPO rate (--planner-lr)
     policy.train(was_training)
     cpu_linear.release_memory()
     return start

@@ -205,6 +205,21 @@ def init_roles(chain: list[str], init: str) -> list[str]:
             if r in chain and r in models.ROLES or (Path(init) / "adapters" / r).exists()]
 
 
+def param_groups(policy, extra: list, args) -> list[dict]:
+    """AdamW's parameter groups: every role's LoRA weights (and a baseline's own weights, e.g. PPO's critic)
+    in one group at --lr; with --planner-lr, the Planner's adapter in a group of its own at that rate (our
+    choice: a Planner credited by only --num-plans plans a problem gets advantages of about +-1 whatever the
+    gap, so it can need a smaller step than the Coder; docs/experiments.md). Each group keeps its GRPO rate as
+    "grpo_lr", which the cold-start SFT puts back after its own --sft-lr. The clip stays one norm over all."""
+    lora = [(n, p) for n, p in policy.named_parameters() if "lora_" in n]
+    if getattr(args, "planner_lr", None) is None or "planner" not in args.roles:
+        return [{"params": [p for _, p in lora] + extra, "lr": args.lr, "grpo_lr": args.lr}]
+    planner = [p for n, p in lora if ".planner." in n]
+    rest = [p for n, p in lora if ".planner." not in n]
+    return [{"params": rest + extra, "lr": args.lr, "grpo_lr": args.lr},
+            {"params": planner, "lr": args.planner_lr, "grpo_lr": args.planner_lr}]
+
+
 def load_policy(run: TrainingRun) -> None:
     """The base model with one LoRA adapter per role (--init: an earlier run's), the same weights on every
     rank, AdamW on the adapters, and a checkpoint's adapters, optimizer and RNG (--resume)."""
@@ -223,7 +238,7 @@ def load_policy(run: TrainingRun) -> None:
     if args.algo != "grpo" and args.algo not in BASELINES:  # --resume of a run made by another version
         raise TrainingError(f"--algo {args.algo} is not part of this version")
     extra = BASELINES[args.algo].setup(run.policy, args) if args.algo in BASELINES else []  # e.g. PPO's critic
-    run.optimizer = torch.optim.AdamW(run.lora + extra, lr=args.lr, weight_decay=0.0)
+    run.optimizer = torch.optim.AdamW(param_groups(run.policy, extra, args), lr=args.lr, weight_decay=0.0)
     if run.ckpt:
         run.state = checkpoint.load(run.ckpt, run.policy, run.optimizer, run.rank, run.world)  # RNG last
 

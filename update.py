@@ -23,6 +23,12 @@ from fast import chunked, shared_prompt
 from infra import distributed
 
 
+def params(optimizer) -> list:
+    """Every weight the optimizer steps, over all its parameter groups (train.param_groups: --planner-lr puts
+    the Planner's adapter in a group of its own)."""
+    return [p for g in optimizer.param_groups for p in g["params"]]
+
+
 def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dict, float, float, int]:
     """Step 4: the backward of every role's GRPO loss (update.role_backward; the gradients of all roles
     add up), then one AdamW step on all adapters after clipping the gradient norm to --max-grad-norm;
@@ -62,11 +68,11 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
                 loss += l
                 per_role.update({f"{role}_{k}": v for k, v in m.items()})
             with clock("optimizer"):
-                if distributed.reduce_grads(optimizer.param_groups[0]["params"], bad):  # torchrun: sum
+                if distributed.reduce_grads(params(optimizer), bad):  # torchrun: sum
                     raise FloatingPointError("non-finite loss")
-                params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
-                if params:
-                    grad_norm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
+                with_grad = [p for p in params(optimizer) if p.grad is not None]
+                if with_grad:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(with_grad, args.max_grad_norm).item()
                     if not math.isfinite(grad_norm):
                         raise FloatingPointError("non-finite gradient norm")
                     optimizer.step()

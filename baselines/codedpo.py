@@ -45,6 +45,7 @@ import torch
 import coder
 import rollout
 import sandbox
+import update
 from infra import distributed, progress
 
 TEST_SYSTEM = "You are an expert Python tester. You answer with one ```python code block of assert statements."
@@ -328,7 +329,7 @@ def pair_update(policy, r: rollout.Rollout, pairs: list, args, optimizer, clock)
         stats.append((n, m))
     grad_norm, skipped = 0.0, 0
     with clock("optimizer"):
-        params = optimizer.param_groups[0]["params"]
+        params = update.params(optimizer)
         bad = distributed.reduce_grads(params, bad)
         with_grad = [p for p in params if p.grad is not None]
         if with_grad and not bad:

@@ -40,6 +40,7 @@ import coder
 import grpo
 import rollout
 import sandbox
+import update
 from fast import chunked
 from infra import distributed, progress
 
@@ -324,7 +325,7 @@ def run_step(policy, tok, problems, args, optimizer, prefixes=None, loss_mask=No
                 loss += l.item()
                 stats.append((len(idx), m))
         with clock("optimizer"):
-            params = optimizer.param_groups[0]["params"]
+            params = update.params(optimizer)
             bad = distributed.reduce_grads(params, bad)
             with_grad = [p for p in params if p.grad is not None]
             grad_norm = torch.nn.utils.clip_grad_norm_(with_grad, args.max_grad_norm).item() if with_grad else 0.0

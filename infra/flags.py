@@ -123,6 +123,8 @@ def get_args(argv, baselines: dict):
     a("--temperature", type=float, default=0.7, help="sampling temperature of the rollouts")
     a("--top-p", type=float, default=0.95, help="nucleus sampling of the rollouts (1: off)")
     a("--lr", type=float, default=5e-5, help="AdamW learning rate of the GRPO stage (LoRA weights only; chosen by held-out pass@1: docs/experiments.md)")
+    a("--planner-lr", type=float, default=None,
+      help="the Planner adapter's own GRPO learning rate (default: --lr; docs/experiments.md: its plans drift at 2e-4)")
     a("--beta", type=float, default=0.0, help="KL weight (k3 estimator, reference = adapters off)")
     a("--epsilon", type=float, default=0.2, help="clip eps_low")
     a("--epsilon-high", type=float, default=None, help="clip eps_high (default: = --epsilon; DAPO: 0.28)")

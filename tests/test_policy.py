@@ -99,6 +99,35 @@ def test_one_grpo_step_updates_both_adapters(tiny_policy, tokenizer, monkeypatch
     assert changed == {"coder", "planner"}
 
 
+def test_planner_lr_steps_the_planners_adapter_at_its_own_rate(tiny_policy, tokenizer, monkeypatch):
+    """--planner-lr 1e-3 beside --lr 1e-2: AdamW's first step moves a weight by lr * g / (|g| + eps), so the
+    largest change of each role's LoRA weights is its own rate (to 1e-4: eps = 1e-8 against gradients far
+    above it); a cold-start SFT step at --sft-lr then gives each group its GRPO rate back. Without the flag,
+    one group at --lr, as before (a checkpoint of an earlier run loads into it). Catches: the Planner's rate
+    applied to the Coder, a group the optimizer or the clip misses, the SFT leaving every group at --lr."""
+    import sft
+
+    flags = ["--num-plans", "2", "--codes-per-plan", "2", "--max-plan-tokens", "8", "--max-code-tokens", "8",
+             "--lr", "1e-2", "--sft-steps", "1", "--sft-batch", "1", "--sft-lr", "0.5"]
+    assert len(train.param_groups(tiny_policy, [], train.get_args(flags))) == 1
+    args = train.get_args(flags + ["--planner-lr", "1e-3"])
+    groups = train.param_groups(tiny_policy, [], args)
+    names = {id(p): n for n, p in tiny_policy.named_parameters()}
+    assert [g["lr"] for g in groups] == [1e-2, 1e-3]
+    assert {".planner." in names[id(p)] for p in groups[1]["params"]} == {True}
+    assert {".planner." in names[id(p)] for p in groups[0]["params"]} == {False}
+    opt = torch.optim.AdamW(groups, weight_decay=0.0)
+    assert len(update.params(opt)) == len([n for n in names.values() if "lora_" in n])
+    monkeypatch.setattr(sandbox, "run_many", fake_results([1.0, 0.0, 0.0, 0.0]))  # both roles have signal
+    before = lora_state(tiny_policy)
+    train.grpo_step(tiny_policy, tokenizer, data.load("train")[:2], args, opt)
+    moved = {role: max((p - before[n]).abs().max().item() for n, p in lora_state(tiny_policy).items()
+                       if f".{role}." in n) for role in ("planner", "coder")}
+    assert moved["planner"] == pytest.approx(1e-3, rel=1e-4) and moved["coder"] == pytest.approx(1e-2, rel=1e-4)
+    sft.train(tiny_policy, tokenizer, data.load("train")[:1], "coder", args, opt)
+    assert [g["lr"] for g in opt.param_groups] == [1e-2, 1e-3]
+
+
 def lora_state(policy):
     return {n: p.detach().clone() for n, p in policy.named_parameters() if "lora_" in n}
 

@@ -66,7 +66,7 @@ real_step = torch.optim.AdamW.step
 
 
 def recording_step(self, *a, **k):
-    grads.append([None if p.grad is None else p.grad.detach().clone() for p in self.param_groups[0]["params"]])
+    grads.append([None if p.grad is None else p.grad.detach().clone() for g in self.param_groups for p in g["params"]])
     out = real_step(self, *a, **k)
     at, _, sig = os.environ.get("TINY_SIGNAL", "").partition(":")
     if at and len(grads) == int(at):
