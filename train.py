@@ -212,7 +212,7 @@ def param_groups(policy, extra: list, args) -> list[dict]:
     gap, so it can need a smaller step than the Coder; docs/experiments.md). Each group keeps its GRPO rate as
     "grpo_lr", which the cold-start SFT puts back after its own --sft-lr. The clip stays one norm over all."""
     lora = [(n, p) for n, p in policy.named_parameters() if "lora_" in n]
-    if getattr(args, "planner_lr", None) is None or "planner" not in args.roles:
+    if args.planner_lr is None or "planner" not in args.roles:  # a single agent: no Planner to step
         return [{"params": [p for _, p in lora] + extra, "lr": args.lr, "grpo_lr": args.lr}]
     planner = [p for n, p in lora if ".planner." in n]
     rest = [p for n, p in lora if ".planner." not in n]

@@ -68,9 +68,10 @@ def gradient_step(policy, rollouts, credit, args, optimizer, clock) -> tuple[dic
                 loss += l
                 per_role.update({f"{role}_{k}": v for k, v in m.items()})
             with clock("optimizer"):
-                if distributed.reduce_grads(params(optimizer), bad):  # torchrun: sum
+                trained = params(optimizer)
+                if distributed.reduce_grads(trained, bad):  # torchrun: sum
                     raise FloatingPointError("non-finite loss")
-                with_grad = [p for p in params(optimizer) if p.grad is not None]
+                with_grad = [p for p in trained if p.grad is not None]
                 if with_grad:
                     grad_norm = torch.nn.utils.clip_grad_norm_(with_grad, args.max_grad_norm).item()
                     if not math.isfinite(grad_norm):

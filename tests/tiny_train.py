@@ -25,6 +25,7 @@ import data  # noqa: E402
 import rollout  # noqa: E402
 import sandbox  # noqa: E402
 import train  # noqa: E402
+import update  # noqa: E402
 from conftest import tiny_base  # noqa: E402
 from infra import models
 
@@ -66,7 +67,7 @@ real_step = torch.optim.AdamW.step
 
 
 def recording_step(self, *a, **k):
-    grads.append([None if p.grad is None else p.grad.detach().clone() for g in self.param_groups for p in g["params"]])
+    grads.append([None if p.grad is None else p.grad.detach().clone() for p in update.params(self)])
     out = real_step(self, *a, **k)
     at, _, sig = os.environ.get("TINY_SIGNAL", "").partition(":")
     if at and len(grads) == int(at):
